@@ -1,0 +1,155 @@
+"""RecordBatch v2 header view: validate a batch without parsing its records.
+
+Owns the fixed 61-byte batch header layout and the append-time checks a Kafka
+broker makes (magic, CRC-32C, counts, size). Record-level parsing, only for
+features that need it (tags, keys), goes through kafka-python's
+`DefaultRecordBatch`, which already handles every codec. Never touches a socket.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import crc32c
+
+from protocol.errors import ErrorCode
+
+# baseOffset i64 | batchLength i32 | partitionLeaderEpoch i32 | magic i8 | crc u32 |
+# attributes i16 | lastOffsetDelta i32 | baseTimestamp i64 | maxTimestamp i64 |
+# producerId i64 | producerEpoch i16 | baseSequence i32 | recordCount i32
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength precede the counted bytes
+CRC_START = 21  # the CRC covers attributes .. end of batch
+MAGIC_OFFSET = 16
+PARTITION_LEADER_EPOCH_OFFSET = 12
+MAX_TIMESTAMP_OFFSET = 35
+ATTRIBUTES_OFFSET = 21
+
+CODEC_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+CODEC_ZSTD = 4
+
+
+class InvalidBatch(Exception):
+    """A batch a broker must refuse; carries the Kafka error code to answer with."""
+
+    def __init__(self, error_code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & CODEC_MASK
+
+    @property
+    def is_log_append_time(self) -> bool:
+        return bool(self.attributes & TIMESTAMP_TYPE_BIT)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence of the last record, wrapping at INT32_MAX as Kafka does."""
+        if self.base_sequence < 0:
+            return -1
+        return (self.base_sequence + self.last_offset_delta) % 2**31
+
+
+def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    return BatchHeader(*HEADER.unpack_from(buf, pos))
+
+
+def batch_spans(buf: bytes | bytearray | memoryview) -> list[tuple[int, int]]:
+    """(start, size) of each complete batch in a records blob; a partial tail is dropped."""
+    spans = []
+    pos, end = 0, len(buf)
+    while end - pos >= LOG_OVERHEAD:
+        (length,) = struct.unpack_from(">i", buf, pos + 8)
+        size = length + LOG_OVERHEAD
+        if length <= 0 or pos + size > end:
+            break
+        spans.append((pos, size))
+        pos += size
+    return spans
+
+
+def validate_produce_records(records: bytes | bytearray | memoryview | None,
+                             max_message_bytes: int) -> BatchHeader:
+    """Check one partition's produce records the way Kafka's LogValidator does.
+
+    Returns the header of the single batch, or raises InvalidBatch with the code
+    a Kafka 3.9 broker answers (see kafka-reference 04_produce_*).
+    """
+    if not records:
+        raise InvalidBatch(ErrorCode.INVALID_RECORD, "produce request carried no record batch")
+    size = len(records)
+    if size < LOG_OVERHEAD + 5:
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "record batch shorter than its header")
+    (length,) = struct.unpack_from(">i", records, 8)
+    magic = records[MAGIC_OFFSET]
+    if magic != 2:
+        raise InvalidBatch(ErrorCode.UNSUPPORTED_VERSION if magic > 2 else ErrorCode.INVALID_RECORD,
+                           f"record batch magic {magic}; produce v3+ requires magic 2")
+    if length + LOG_OVERHEAD != size:
+        if length + LOG_OVERHEAD < size:
+            raise InvalidBatch(ErrorCode.INVALID_RECORD,
+                               "produce v3+ allows exactly one record batch per partition")
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "record batch length exceeds the bytes sent")
+    if size < HEADER_SIZE:
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "record batch shorter than its header")
+    if size > max_message_bytes:
+        raise InvalidBatch(ErrorCode.MESSAGE_TOO_LARGE,
+                           f"record batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
+    header = parse_header(records)
+    if header.base_offset != 0:
+        raise InvalidBatch(ErrorCode.INVALID_RECORD, "a produced batch must have baseOffset 0")
+    if crc32c.crc32c(memoryview(records)[CRC_START:]) != header.crc:
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "record batch CRC-32C mismatch")
+    if header.record_count <= 0 or header.last_offset_delta + 1 != header.record_count:
+        raise InvalidBatch(ErrorCode.INVALID_RECORD,
+                           "lastOffsetDelta + 1 must equal a positive record count")
+    if header.is_control:
+        raise InvalidBatch(ErrorCode.INVALID_RECORD, "clients may not produce control batches")
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise InvalidBatch(ErrorCode.INVALID_RECORD, "idempotent batch without a base sequence")
+    return header
+
+
+def stamp_log_append_time(batch: bytearray, now_ms: int) -> None:
+    """Rewrite a batch for a LogAppendTime topic: set the timestamp-type bit and
+    maxTimestamp, then recompute the CRC (Kafka does the same)."""
+    attributes = struct.unpack_from(">h", batch, ATTRIBUTES_OFFSET)[0] | TIMESTAMP_TYPE_BIT
+    struct.pack_into(">h", batch, ATTRIBUTES_OFFSET, attributes)
+    struct.pack_into(">q", batch, MAX_TIMESTAMP_OFFSET, now_ms)
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(memoryview(batch)[CRC_START:]))
