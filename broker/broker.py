@@ -1,0 +1,110 @@
+"""The running broker's shared state: config, store, fetch wake-ups,
+producer-id state, and topic naming rules. Handlers receive this object.
+
+Owns nothing network-related; the store is reached only through its API.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+
+import trio
+
+from broker.config import BrokerConfig
+from broker.producer_state import ProducerStateTable
+from store import Store, TopicMeta
+
+LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_LENGTH = 249
+
+
+def topic_name_error(name: str | None) -> str | None:
+    """Kafka's Topic.validate rules; None when the name is legal."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return "topic name cannot be '.' or '..'"
+    if len(name) > MAX_TOPIC_LENGTH:
+        return f"topic name is longer than {MAX_TOPIC_LENGTH} characters"
+    if not LEGAL_TOPIC.match(name):
+        return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+@dataclass
+class AppendSignals:
+    """Wakes long-polling fetches: one trio.Event per waiting fetch, per partition."""
+
+    waiters: dict[tuple[str, int], set[trio.Event]] = field(default_factory=dict)
+
+    def notify(self, topic: str, partition: int) -> None:
+        events = self.waiters.pop((topic, partition), None)
+        if events:
+            for event in events:
+                event.set()
+
+    def register(self, keys: list[tuple[str, int]], event: trio.Event) -> None:
+        for key in keys:
+            self.waiters.setdefault(key, set()).add(event)
+
+    def unregister(self, keys: list[tuple[str, int]], event: trio.Event) -> None:
+        for key in keys:
+            events = self.waiters.get(key)
+            if events is not None:
+                events.discard(event)
+                if not events:
+                    del self.waiters[key]
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, store: Store, cluster_id: str) -> None:
+        self.config = config
+        self.store = store
+        self.cluster_id = cluster_id
+        self.node_id: int = config["node.id"]
+        self.port: int = config.port  # replaced by the bound port once listening
+        self.appends = AppendSignals()
+        self.producers = ProducerStateTable(config.data_dir / "producer_ids")
+        self.coordinator = None  # set by the server once the group coordinator exists
+        store.subscribe_appends(self.appends.notify)
+
+    @property
+    def advertised_host(self) -> str:
+        return self.config.advertised_host
+
+    @property
+    def advertised_port(self) -> int:
+        return self.config["advertised.port"] or self.port
+
+    def topic(self, name: str) -> TopicMeta | None:
+        return self.store.topics().get(name)
+
+    def auto_create(self, name: str) -> TopicMeta:
+        return self.store.create_topic(name, self.config["num.partitions"], {})
+
+    def topic_config(self, meta: TopicMeta, name: str) -> str | None:
+        """A topic's effective setting: its override, else the broker-wide value."""
+        if name in meta.configs:
+            return meta.configs[name]
+        broker_name = TOPIC_TO_BROKER_CONFIG.get(name)
+        return None if broker_name is None else str(self.config[broker_name])
+
+    def max_message_bytes(self, meta: TopicMeta) -> int:
+        return int(self.topic_config(meta, "max.message.bytes"))
+
+    def log_append_time(self, meta: TopicMeta) -> bool:
+        return self.topic_config(meta, "message.timestamp.type") == "LogAppendTime"
+
+
+TOPIC_TO_BROKER_CONFIG = {
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "retention.ms": "log.retention.ms",
+    "retention.bytes": "log.retention.bytes",
+}
+
+
+def new_cluster_id() -> str:
+    return str(uuid.uuid4())

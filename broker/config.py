@@ -1,0 +1,129 @@
+"""Broker configuration: Kafka's setting names and defaults where Kafka has the
+setting, plain descriptive names for the MetaQ-specific ones.
+
+Sources, later ones winning: defaults, a Java-style properties file
+(`--config FILE`), then `--set KEY=VALUE`. Unknown names and bad values are
+refused at start with a message that names the setting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from store import StoreConfig
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("true", "1", "yes"):
+        return True
+    if low in ("false", "0", "no"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def _flush_mode(text: str) -> str:
+    if text not in ("async", "sync"):
+        raise ValueError(f"expected async or sync, got {text!r}")
+    return text
+
+
+# name -> (parser, default, description)
+SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
+    "node.id": (int, 0, "this broker's node id"),
+    "advertised.host": (str, "", "host put in Metadata (default: the bind host)"),
+    "advertised.port": (int, 0, "port put in Metadata (default: the bound port)"),
+    "num.partitions": (int, 1, "partitions of an auto-created topic"),
+    "auto.create.topics.enable": (_bool, True, "create unknown topics on Metadata/Produce"),
+    "default.replication.factor": (int, 1, "reported replication factor (single broker)"),
+    "message.max.bytes": (int, 1048588, "largest record batch accepted"),
+    "socket.request.max.bytes": (int, 104857600, "largest request frame accepted"),
+    "log.retention.ms": (int, 604800000, "delete commitlog segments older than this (-1: never)"),
+    "log.retention.bytes": (int, -1, "keep at most this many commitlog bytes (-1: unlimited)"),
+    "log.retention.check.interval.ms": (int, 300000, "how often retention runs"),
+    "log.message.timestamp.type": (str, "CreateTime", "CreateTime or LogAppendTime"),
+    "commitlog.segment.bytes": (int, 1 << 30, "size of each preallocated commitlog segment"),
+    "consumequeue.entries.per.file": (int, 300000, "20-byte entries per consume-queue file"),
+    "flush.mode": (_flush_mode, "async", "async: flusher every flush.interval.ms; sync: group commit"),
+    "flush.interval.ms": (int, 500, "async flush period"),
+    "group.initial.rebalance.delay.ms": (int, 3000, "delay of a new group's first rebalance"),
+    "group.min.session.timeout.ms": (int, 6000, "smallest session timeout a member may ask"),
+    "group.max.session.timeout.ms": (int, 1800000, "largest session timeout a member may ask"),
+    "offsets.retention.minutes": (int, 10080, "reported; committed offsets are kept"),
+    "connections.max.idle.ms": (int, 600000, "close connections idle this long"),
+    "request.timeout.ms": (int, 30000, "close a connection holding a partial frame this long"),
+}
+
+
+@dataclass
+class BrokerConfig:
+    data_dir: Path = Path("gregor-data")
+    host: str = "127.0.0.1"
+    port: int = 9092
+    values: dict[str, Any] = field(default_factory=lambda: {k: v[1] for k, v in SETTINGS.items()})
+    explicit: set[str] = field(default_factory=set)  # names set by file or --set (STATIC_BROKER_CONFIG)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def set(self, name: str, text: str) -> None:
+        if name not in SETTINGS:
+            raise ConfigError(f"unknown setting {name!r}; known settings: {', '.join(sorted(SETTINGS))}")
+        parser = SETTINGS[name][0]
+        try:
+            self.values[name] = parser(text.strip())
+        except ValueError as exc:
+            raise ConfigError(f"bad value for {name}: {exc}") from None
+        self.explicit.add(name)
+
+    def load_properties(self, path: Path) -> None:
+        try:
+            lines = path.read_text().splitlines()
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        for number, line in enumerate(lines, 1):
+            line = line.strip()
+            if not line or line[0] in "#!":
+                continue
+            sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
+            if sep < 0:
+                raise ConfigError(f"{path}:{number}: expected KEY=VALUE, got {line!r}")
+            self.set(line[:sep].strip(), line[sep + 1:])
+
+    def validate(self) -> None:
+        positive = ("num.partitions", "message.max.bytes", "socket.request.max.bytes",
+                    "commitlog.segment.bytes", "consumequeue.entries.per.file", "flush.interval.ms")
+        for name in positive:
+            if self.values[name] <= 0:
+                raise ConfigError(f"{name} must be positive, got {self.values[name]}")
+        if self.values["commitlog.segment.bytes"] < 4096:
+            raise ConfigError("commitlog.segment.bytes must be at least 4096")
+        if self.values["message.max.bytes"] + 256 > self.values["commitlog.segment.bytes"]:
+            raise ConfigError("commitlog.segment.bytes must exceed message.max.bytes")
+        if self.values["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
+            raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port must be 0-65535, got {self.port}")
+
+    @property
+    def advertised_host(self) -> str:
+        return self.values["advertised.host"] or self.host
+
+    def store_config(self) -> StoreConfig:
+        v = self.values
+        return StoreConfig(
+            segment_bytes=v["commitlog.segment.bytes"],
+            queue_entries_per_file=v["consumequeue.entries.per.file"],
+            flush_mode=v["flush.mode"],
+            flush_interval_ms=v["flush.interval.ms"],
+            retention_ms=v["log.retention.ms"],
+            retention_bytes=v["log.retention.bytes"],
+            retention_check_interval_ms=v["log.retention.check.interval.ms"],
+            node_id=v["node.id"],
+        )

@@ -1,0 +1,89 @@
+"""One client connection: read frames, answer each request in order.
+
+Kafka processes one request per connection at a time (it mutes the channel),
+so requests run sequentially here too; other connections run concurrently.
+Malformed frames close only this connection. A bug in a handler is logged and
+closes this connection; the broker keeps serving everyone else.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from broker.broker import Broker
+from broker.handlers import dispatch
+from protocol.codec import (MalformedRequest, UnsupportedRequest, decode_request, encode_response,
+                            unsupported_api_versions_response)
+from protocol.api_versions import API_VERSIONS_KEY
+from protocol.framing import FrameDecoder, FrameError
+
+log = logging.getLogger("gregor.connection")
+READ_SIZE = 256 * 1024
+
+
+async def serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
+    peer = _peer(stream)
+    decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
+    idle_s = broker.config["connections.max.idle.ms"] / 1000
+    partial_s = broker.config["request.timeout.ms"] / 1000
+    try:
+        while True:
+            frame = decoder.next_frame()
+            if frame is None:
+                limit = partial_s if decoder.partial else idle_s
+                with trio.move_on_after(limit) as scope:
+                    data = await stream.receive_some(max(READ_SIZE, min(decoder.bytes_wanted(), 1 << 24)))
+                if scope.cancelled_caught:
+                    log.info("closing %s: %s", peer, "partial request timed out" if decoder.partial else "idle")
+                    return
+                if not data:
+                    return
+                decoder.feed(data)
+                continue
+            response = await _answer(broker, frame, peer)
+            if response is None:
+                continue
+            await stream.send_all(response)
+    except FrameError as exc:
+        log.info("closing %s: %s", peer, exc)
+    except _CloseConnection as exc:
+        log.info("closing %s: %s", peer, exc)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+        pass
+    finally:
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+
+
+class _CloseConnection(Exception):
+    pass
+
+
+async def _answer(broker: Broker, frame: bytes, peer: str) -> bytes | None:
+    try:
+        request = decode_request(frame)
+    except MalformedRequest as exc:
+        raise _CloseConnection(str(exc)) from None
+    if isinstance(request, UnsupportedRequest):
+        if request.header.api_key == API_VERSIONS_KEY:
+            return unsupported_api_versions_response(request.header)
+        raise _CloseConnection(f"unsupported version {request.header.api_version} of api {request.header.api_key}")
+    try:
+        body = await dispatch(broker, request)
+    except Exception:
+        log.exception("handler bug on %s v%d from %s (client %r)", request.spec.name,
+                      request.header.api_version, peer, request.header.client_id)
+        raise _CloseConnection("internal error") from None
+    if body is None:  # acks=0 produce
+        return None
+    return encode_response(request.header, body)
+
+
+def _peer(stream: trio.SocketStream) -> str:
+    try:
+        host, port = stream.socket.getpeername()[:2]
+        return f"{host}:{port}"
+    except OSError:
+        return "?"

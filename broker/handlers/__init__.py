@@ -1,0 +1,39 @@
+"""Request dispatch: api key -> handler coroutine. Each handler takes the
+broker and the decoded request and returns a kafka-python response body, or
+None when the protocol says no response (Produce with acks=0)."""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+from broker.broker import Broker
+from broker.handlers import api_versions, fetch, metadata, produce, topics
+from protocol.codec import Request
+
+Handler = Callable[[Broker, Request], Awaitable[Any]]
+
+HANDLERS: dict[int, Handler] = {
+    0: produce.handle_produce,
+    1: fetch.handle_fetch,
+    2: fetch.handle_list_offsets,
+    3: metadata.handle_metadata,
+    18: api_versions.handle_api_versions,
+    19: topics.handle_create_topics,
+    20: topics.handle_delete_topics,
+    22: produce.handle_init_producer_id,
+    23: fetch.handle_offset_for_leader_epoch,
+    32: topics.handle_describe_configs,
+    37: topics.handle_create_partitions,
+    60: metadata.handle_describe_cluster,
+}
+
+
+def register(api_key: int, handler: Handler) -> None:
+    HANDLERS[api_key] = handler
+
+
+async def dispatch(broker: Broker, request: Request) -> Any:
+    handler = HANDLERS.get(request.header.api_key)
+    if handler is None:
+        raise NotImplementedError(f"no handler for {request.spec.name}")
+    return await handler(broker, request)

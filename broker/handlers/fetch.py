@@ -1,0 +1,144 @@
+"""Fetch (with long polling), ListOffsets and OffsetForLeaderEpoch.
+
+Fetch returns whole stored batches from the batch containing the fetch
+offset; KIP-74 lets the first batch of the response exceed the limits. With
+nothing to return, it waits for an append to any requested partition or for
+max_wait_ms, whichever comes first. Sessions are not kept: session_id 0.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from broker.broker import Broker
+from protocol.codec import Request
+from protocol.errors import ErrorCode
+from store import OffsetOutOfRange
+
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+LEADER_EPOCH = 0
+
+
+async def handle_fetch(broker: Broker, request: Request):
+    body = request.body
+    version = request.header.api_version
+    cls = request.spec.response
+    keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
+    deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
+    while True:
+        topics, size, has_error = _read_all(broker, cls, body)
+        if size >= body.min_bytes or has_error or not keys or trio.current_time() >= deadline:
+            break
+        event = trio.Event()
+        broker.appends.register(keys, event)
+        try:
+            with trio.move_on_at(deadline):
+                await event.wait()
+        finally:
+            broker.appends.unregister(keys, event)
+    return cls[version](throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+
+
+def _read_all(broker: Broker, cls, body):
+    PartitionData = cls.FetchableTopicResponse.PartitionData
+    remaining = body.max_bytes
+    size = 0
+    has_error = False
+    topics = []
+    for topic in body.topics:
+        meta = broker.topic(topic.topic)
+        parts = []
+        for p in topic.partitions:
+            if meta is None or not 0 <= p.partition < meta.partitions:
+                has_error = True
+                parts.append(PartitionData(partition_index=p.partition, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                           high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                                           aborted_transactions=[], preferred_read_replica=-1, records=b""))
+                continue
+            limit = min(p.partition_max_bytes, remaining)
+            try:
+                result = broker.store.read(topic.topic, p.partition, p.fetch_offset, max(limit, 1))
+            except OffsetOutOfRange:
+                has_error = True
+                parts.append(PartitionData(partition_index=p.partition, error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
+                                           high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                                           aborted_transactions=None, preferred_read_replica=-1, records=b""))
+                continue
+            batches = result.batches
+            if size and batches and (limit <= 0 or len(batches[0]) > limit):
+                batches = []  # KIP-74 exempts only the response's first batch from the limits
+            records = b"".join(batches)
+            size += len(records)
+            remaining -= len(records)
+            hw = result.high_watermark
+            parts.append(PartitionData(partition_index=p.partition, error_code=0, high_watermark=hw,
+                                       last_stable_offset=hw, log_start_offset=result.log_start_offset,
+                                       aborted_transactions=None, preferred_read_replica=-1, records=records))
+        topics.append(cls.FetchableTopicResponse(topic=topic.topic, partitions=parts))
+    return topics, size, has_error
+
+
+async def handle_list_offsets(broker: Broker, request: Request):
+    body = request.body
+    version = request.header.api_version
+    cls = request.spec.response
+    Part = cls.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+    seen: dict[tuple[str, int], int] = {}
+    for t in body.topics:
+        for p in t.partitions:
+            seen[(t.name, p.partition_index)] = seen.get((t.name, p.partition_index), 0) + 1
+    topics = []
+    for t in body.topics:
+        meta = broker.topic(t.name)
+        parts = []
+        for p in t.partitions:
+            error, timestamp, offset = _list_offset(broker, meta, t.name, p, version,
+                                                    seen[(t.name, p.partition_index)] > 1)
+            parts.append(Part(partition_index=p.partition_index, error_code=error, timestamp=timestamp,
+                              offset=offset, leader_epoch=LEADER_EPOCH if error == 0 else -1))
+        topics.append(cls.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return cls[version](throttle_time_ms=0, topics=topics)
+
+
+def _list_offset(broker: Broker, meta, topic: str, p, version: int, duplicate: bool) -> tuple[int, int, int]:
+    if duplicate:
+        return ErrorCode.INVALID_REQUEST, -1, -1
+    if meta is None or not 0 <= p.partition_index < meta.partitions:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+    store, ts = broker.store, p.timestamp
+    if ts == LATEST:
+        return 0, -1, store.high_watermark(topic, p.partition_index)
+    if ts == EARLIEST:
+        return 0, -1, store.log_start_offset(topic, p.partition_index)
+    if ts == MAX_TIMESTAMP:
+        if version < 7:
+            return ErrorCode.UNSUPPORTED_VERSION, -1, -1
+        offset, found_ts = store.max_timestamp_offset(topic, p.partition_index)
+        return 0, found_ts, offset
+    if ts < 0:
+        return ErrorCode.UNSUPPORTED_VERSION, -1, -1
+    offset, found_ts = store.offset_for_timestamp(topic, p.partition_index, ts)
+    return 0, found_ts, offset
+
+
+async def handle_offset_for_leader_epoch(broker: Broker, request: Request):
+    """Every partition has had one leader epoch, 0, since creation: its end offset is the log end."""
+    body = request.body
+    version = request.header.api_version
+    cls = request.spec.response
+    EpochEndOffset = cls.OffsetForLeaderTopicResult.EpochEndOffset
+    topics = []
+    for t in body.topics:
+        meta = broker.topic(t.topic)
+        parts = []
+        for p in t.partitions:
+            if meta is None or not 0 <= p.partition < meta.partitions:
+                parts.append(EpochEndOffset(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, partition=p.partition,
+                                            leader_epoch=-1, end_offset=-1))
+            elif p.leader_epoch > LEADER_EPOCH:
+                parts.append(EpochEndOffset(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1))
+            else:
+                parts.append(EpochEndOffset(error_code=0, partition=p.partition, leader_epoch=LEADER_EPOCH,
+                                            end_offset=broker.store.high_watermark(t.topic, p.partition)))
+        topics.append(cls.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+    return cls[version](throttle_time_ms=0, topics=topics)

@@ -1,0 +1,63 @@
+"""Metadata and DescribeCluster: one broker that leads every partition.
+
+Unknown topics are auto-created when `auto.create.topics.enable` and the
+request allow it; like Kafka 3.9, the creating request still answers
+UNKNOWN_TOPIC_OR_PARTITION and the next one sees the topic.
+"""
+
+from __future__ import annotations
+
+from broker.broker import Broker, topic_name_error
+from protocol.codec import Request
+from protocol.errors import ErrorCode
+from store import TopicMeta
+
+NO_AUTHORIZED_OPERATIONS = -2147483648
+
+
+async def handle_metadata(broker: Broker, request: Request):
+    version = request.header.api_version
+    cls = request.spec.response
+    body = request.body
+    if body.topics is None:
+        wanted = sorted(broker.store.topics())
+        allow_create = False
+    else:
+        wanted = [t.name for t in body.topics]
+        allow_create = body.allow_auto_topic_creation if version >= 4 else True
+    allow_create = allow_create and broker.config["auto.create.topics.enable"]
+    topics = []
+    for name in wanted:
+        meta = broker.topic(name) if name else None
+        if meta is None:
+            error = ErrorCode.INVALID_TOPIC_EXCEPTION if topic_name_error(name) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and allow_create:
+                broker.auto_create(name)
+            topics.append(cls.MetadataResponseTopic(error_code=error, name=name, topic_id=None, is_internal=False,
+                                                    partitions=[],
+                                                    authorized_operations=NO_AUTHORIZED_OPERATIONS))
+            continue
+        topics.append(_topic(cls, broker, meta))
+    broker_entry = cls.MetadataResponseBroker(node_id=broker.node_id, host=broker.advertised_host,
+                                              port=broker.advertised_port, rack=None)
+    return cls[version](throttle_time_ms=0, brokers=[broker_entry], cluster_id=broker.cluster_id,
+                        controller_id=broker.node_id, topics=topics,
+                        authorized_operations=NO_AUTHORIZED_OPERATIONS)
+
+
+def _topic(cls, broker: Broker, meta: TopicMeta):
+    node = broker.node_id
+    partitions = [cls.MetadataResponseTopic.MetadataResponsePartition(
+        error_code=0, partition_index=i, leader_id=node, leader_epoch=0, replica_nodes=[node], isr_nodes=[node],
+        offline_replicas=[]) for i in range(meta.partitions)]
+    return cls.MetadataResponseTopic(error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=False,
+                                     partitions=partitions, authorized_operations=NO_AUTHORIZED_OPERATIONS)
+
+
+async def handle_describe_cluster(broker: Broker, request: Request):
+    cls = request.spec.response
+    node = cls.DescribeClusterBroker(broker_id=broker.node_id, host=broker.advertised_host,
+                                     port=broker.advertised_port, rack=None)
+    return cls[request.header.api_version](
+        throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1, cluster_id=broker.cluster_id,
+        controller_id=broker.node_id, brokers=[node], authorized_operations=NO_AUTHORIZED_OPERATIONS)

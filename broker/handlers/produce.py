@@ -1,0 +1,117 @@
+"""Produce and InitProducerId.
+
+Per partition: validate the batch header (never the records), check the
+idempotent producer's sequence, append to the store, then, in sync flush
+mode, wait for the group commit without blocking the event loop.
+"""
+
+from __future__ import annotations
+
+import time
+
+import trio
+
+from broker.broker import Broker
+from broker.producer_state import Verdict
+from protocol.codec import Request
+from protocol.errors import ErrorCode
+from protocol.record_batch import InvalidBatch, stamp_log_append_time, validate_produce_records
+from store import StorageFull, StoreError
+
+
+async def handle_produce(broker: Broker, request: Request):
+    body = request.body
+    version = request.header.api_version
+    cls = request.spec.response
+    # Kafka keys partitions by (topic, partition): a partition listed twice keeps its last entry.
+    wanted: dict[tuple[str, int], bytes | None] = {}
+    for topic in body.topic_data:
+        for part in topic.partition_data:
+            wanted[(topic.name, part.index)] = part.records
+    results: dict[tuple[str, int], tuple] = {}
+    handles = []
+    if version < request.spec.refused_below:
+        results = {key: _error(ErrorCode.UNSUPPORTED_VERSION) for key in wanted}
+    elif body.acks not in (0, 1, -1):
+        results = {key: _error(ErrorCode.INVALID_REQUIRED_ACKS) for key in wanted}
+    else:
+        for (topic, partition), records in wanted.items():
+            result, handle = _append_one(broker, topic, partition, records)
+            results[(topic, partition)] = result
+            if handle is not None:
+                handles.append(handle)
+    if body.acks == 0:
+        return None
+    for handle in handles:
+        await wait_durable(handle)
+    return _response(cls, version, results)
+
+
+def _error(code: ErrorCode, log_start: int = -1, message: str | None = None) -> tuple:
+    return code, -1, -1, log_start, message
+
+
+def _append_one(broker: Broker, topic: str, partition: int, records: bytes | None):
+    meta = broker.topic(topic)
+    if meta is None or not 0 <= partition < meta.partitions:
+        return _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
+    if meta.configs.get("view.source"):
+        return _error(ErrorCode.INVALID_REQUEST, message=f"topic {topic} is a read-only view"), None
+    store = broker.store
+    log_start = store.log_start_offset(topic, partition)
+    try:
+        header = validate_produce_records(records, broker.max_message_bytes(meta))
+    except InvalidBatch as exc:
+        return _error(exc.error_code, log_start, str(exc)), None
+    check = broker.producers.check(topic, partition, header)
+    if check.verdict is Verdict.REJECT:
+        return _error(check.error, log_start), None
+    if check.verdict is Verdict.DUPLICATE:
+        dup = check.duplicate_of
+        return (ErrorCode.NONE, dup.base_offset, dup.max_timestamp, log_start, None), None
+    append_time = -1
+    batch = records
+    if broker.log_append_time(meta):
+        append_time = int(time.time() * 1000)
+        batch = bytearray(records)
+        stamp_log_append_time(batch, append_time)
+    try:
+        result = store.append(topic, partition, batch, header)
+    except StorageFull as exc:
+        return _error(ErrorCode.KAFKA_STORAGE_ERROR, log_start, str(exc)), None
+    except StoreError as exc:
+        return _error(ErrorCode.KAFKA_STORAGE_ERROR, log_start, str(exc)), None
+    broker.producers.record(topic, partition, header, result.base_offset)
+    return (ErrorCode.NONE, result.base_offset, append_time, log_start, None), result.flush
+
+
+async def wait_durable(handle) -> None:
+    """Await a store FlushHandle: the flusher thread wakes this task through the trio token."""
+    if handle.done():
+        return
+    event = trio.Event()
+    token = trio.lowlevel.current_trio_token()
+    handle.add_done_callback(lambda *_: token.run_sync_soon(event.set))
+    await event.wait()
+
+
+def _response(cls, version: int, results: dict[tuple[str, int], tuple]):
+    by_topic: dict[str, list] = {}
+    for (topic, partition), (error, base_offset, append_time, log_start, message) in results.items():
+        by_topic.setdefault(topic, []).append(cls.TopicProduceResponse.PartitionProduceResponse(
+            index=partition, error_code=error, base_offset=base_offset, log_append_time_ms=append_time,
+            log_start_offset=log_start, record_errors=[], error_message=message))
+    topics = [cls.TopicProduceResponse(name=name, partition_responses=parts) for name, parts in by_topic.items()]
+    return cls[version](responses=topics, throttle_time_ms=0)
+
+
+async def handle_init_producer_id(broker: Broker, request: Request):
+    body = request.body
+    cls = request.spec.response
+    version = request.header.api_version
+    if body.transactional_id is not None:
+        # Transactions are not implemented; refuse clearly rather than pretend.
+        return cls[version](throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                            producer_id=-1, producer_epoch=-1)
+    producer_id = await trio.to_thread.run_sync(broker.producers.allocate_producer_id)
+    return cls[version](throttle_time_ms=0, error_code=0, producer_id=producer_id, producer_epoch=0)

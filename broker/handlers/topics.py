@@ -1,0 +1,206 @@
+"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions and
+DescribeConfigs, with Kafka's validation order and messages."""
+
+from __future__ import annotations
+
+from broker.broker import Broker, topic_name_error
+from broker.config import SETTINGS
+from broker.topic_configs import BOOLEAN, LONG, STRING, TOPIC_CONFIGS, config_error
+from protocol.codec import Request
+from protocol.errors import ErrorCode
+from store import TopicExists, UnknownTopic
+
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+
+
+def effective_configs(broker: Broker, overrides: dict[str, str]) -> list[tuple[str, str | None, int, int]]:
+    """(name, value, config_source, config_type) for every topic config, sorted by name."""
+    out = []
+    for name, (default, kind) in sorted(TOPIC_CONFIGS.items()):
+        if name in overrides:
+            out.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG, kind))
+            continue
+        value, source = default, DEFAULT_CONFIG
+        broker_name = _BROKER_SYNONYM.get(name)
+        if broker_name is not None and broker_name in broker.config.explicit:
+            value, source = str(broker.config[broker_name]), STATIC_BROKER_CONFIG
+        out.append((name, value, source, kind))
+    return out
+
+
+_BROKER_SYNONYM = {"max.message.bytes": "message.max.bytes",
+                   "message.timestamp.type": "log.message.timestamp.type",
+                   "retention.ms": "log.retention.ms", "retention.bytes": "log.retention.bytes"}
+
+
+async def handle_create_topics(broker: Broker, request: Request):
+    body = request.body
+    version = request.header.api_version
+    cls = request.spec.response
+    counts: dict[str, int] = {}
+    for t in body.topics:
+        counts[t.name] = counts.get(t.name, 0) + 1
+    results = []
+    for t in body.topics:
+        error, message, partitions = _validate_create(broker, t, counts[t.name] > 1)
+        topic_id, configs = None, []
+        if error == ErrorCode.NONE:
+            overrides = {c.name: c.value for c in t.configs}
+            if not body.validate_only:
+                try:
+                    meta = broker.store.create_topic(t.name, partitions, overrides)
+                    topic_id = meta.topic_id
+                except TopicExists:
+                    error, message = ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
+            if error == ErrorCode.NONE:
+                configs = [cls.CreatableTopicResult.CreatableTopicConfigs(
+                    name=name, value=value, read_only=False, config_source=source, is_sensitive=False)
+                    for name, value, source, _ in effective_configs(broker, overrides)]
+        ok = error == ErrorCode.NONE
+        results.append(cls.CreatableTopicResult(
+            name=t.name, topic_id=topic_id, error_code=error, error_message=message,
+            topic_config_error_code=0, num_partitions=partitions if ok else -1,
+            replication_factor=1 if ok else -1, configs=configs))
+    # Kafka answers a duplicated name once.
+    seen, unique = set(), []
+    for r in results:
+        if r.name not in seen:
+            seen.add(r.name)
+            unique.append(r)
+    return cls[version](throttle_time_ms=0, topics=unique)
+
+
+def _validate_create(broker: Broker, t, duplicate: bool) -> tuple[ErrorCode, str | None, int]:
+    if duplicate:
+        return ErrorCode.INVALID_REQUEST, "Duplicate topic name.", -1
+    problem = topic_name_error(t.name)
+    if problem:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, problem, -1
+    if broker.topic(t.name) is not None:
+        return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.", -1
+    partitions = broker.config["num.partitions"] if t.num_partitions == -1 else t.num_partitions
+    if t.assignments:
+        partitions = len(t.assignments)
+    if partitions <= 0:
+        return ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.", -1
+    rf = t.replication_factor
+    if rf == 0 or rf < -1:
+        return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0, or -1 to use the default value.", -1)
+    if rf > 1:
+        return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
+                "cannot be reached because only 1 broker(s) are registered.", -1)
+    for c in t.configs:
+        problem = config_error(c.name, c.value)
+        if problem:
+            return ErrorCode.INVALID_CONFIG, problem, -1
+    return ErrorCode.NONE, None, partitions
+
+
+async def handle_delete_topics(broker: Broker, request: Request):
+    body = request.body
+    version = request.header.api_version
+    cls = request.spec.response
+    if version >= 6:
+        wanted = [(t.name, t.topic_id) for t in body.topics]
+    else:
+        wanted = [(name, None) for name in body.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        if name is None and topic_id is not None:
+            name = next((m.name for m in broker.store.topics().values() if m.topic_id == topic_id), None)
+            if name is None:
+                results.append(cls.DeletableTopicResult(name=None, topic_id=topic_id,
+                                                        error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                                                        error_message="This server does not host this topic ID."))
+                continue
+        meta = broker.topic(name)
+        if meta is None:
+            results.append(cls.DeletableTopicResult(name=name, topic_id=topic_id,
+                                                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                    error_message="This server does not host this topic-partition."))
+            continue
+        try:
+            broker.store.delete_topic(name)
+            broker.producers.forget_topic(name)
+            error, message = ErrorCode.NONE, None
+        except UnknownTopic:
+            error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+        results.append(cls.DeletableTopicResult(name=name, topic_id=meta.topic_id, error_code=error,
+                                                error_message=message))
+    return cls[version](throttle_time_ms=0, responses=results)
+
+
+async def handle_create_partitions(broker: Broker, request: Request):
+    body = request.body
+    cls = request.spec.response
+    results = []
+    for t in body.topics:
+        meta = broker.topic(t.name)
+        error, message = ErrorCode.NONE, None
+        if meta is None:
+            error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{t.name}' does not exist."
+        elif t.count < meta.partitions:
+            error, message = (ErrorCode.INVALID_PARTITIONS,
+                              f"Topic currently has {meta.partitions} partitions, which is higher than the "
+                              f"requested {t.count}.")
+        elif t.count == meta.partitions:
+            error, message = ErrorCode.INVALID_PARTITIONS, f"Topic already has {meta.partitions} partitions."
+        elif not body.validate_only:
+            broker.store.add_partitions(t.name, t.count)
+        results.append(cls.CreatePartitionsTopicResult(name=t.name, error_code=error, error_message=message))
+    return cls[request.header.api_version](throttle_time_ms=0, results=results)
+
+
+_TYPE_OF_SETTING = {int: LONG, str: STRING}
+
+
+async def handle_describe_configs(broker: Broker, request: Request):
+    body = request.body
+    version = request.header.api_version
+    cls = request.spec.response
+    Result = cls.DescribeConfigsResult
+    Entry = Result.DescribeConfigsResourceResult
+    results = []
+    for res in body.resources:
+        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        entries, error, message = [], ErrorCode.NONE, ""
+        if res.resource_type == TOPIC_RESOURCE:
+            meta = broker.topic(res.resource_name)
+            if meta is None:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                for name, value, source, kind in effective_configs(broker, meta.configs):
+                    if keys is None or name in keys:
+                        entries.append(Entry(name=name, value=value, read_only=False, config_source=source,
+                                             is_sensitive=False, synonyms=[], config_type=kind,
+                                             documentation=None))
+        elif res.resource_type == BROKER_RESOURCE:
+            name = res.resource_name
+            if name and not name.lstrip("-").isdigit():
+                error, message = ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+            elif name and int(name) != broker.node_id:
+                error, message = (ErrorCode.INVALID_REQUEST,
+                                  f"Unexpected broker id, expected {broker.node_id} or empty string, "
+                                  f"but received {name}")
+            else:
+                for setting, (parser, _, _) in sorted(SETTINGS.items()):
+                    if keys is not None and setting not in keys:
+                        continue
+                    value = broker.config[setting]
+                    kind = BOOLEAN if isinstance(value, bool) else _TYPE_OF_SETTING.get(type(value), STRING)
+                    text = str(value).lower() if isinstance(value, bool) else str(value)
+                    source = STATIC_BROKER_CONFIG if setting in broker.config.explicit else DEFAULT_CONFIG
+                    entries.append(Entry(name=setting, value=text, read_only=True, config_source=source,
+                                         is_sensitive=False, synonyms=[], config_type=kind, documentation=None))
+        else:
+            error, message = ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
+        results.append(Result(error_code=error, error_message=message, resource_type=res.resource_type,
+                              resource_name=res.resource_name, configs=entries))
+    return cls[version](throttle_time_ms=0, results=results)
+
+
+__all__ = ["handle_create_topics", "handle_delete_topics", "handle_create_partitions",
+           "handle_describe_configs"]

@@ -1,0 +1,52 @@
+"""Start and stop a broker: open the store off the event loop, listen, serve
+each connection in its own task, and close everything on cancellation.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from functools import partial
+from pathlib import Path
+
+import trio
+
+from broker.broker import Broker, new_cluster_id
+from broker.config import BrokerConfig
+from broker.connection import serve_connection
+from store import Store
+
+log = logging.getLogger("gregor.server")
+
+
+def _cluster_id(data_dir: Path) -> str:
+    path = data_dir / "cluster_id"
+    if path.exists():
+        return path.read_text().strip()
+    cluster_id = new_cluster_id()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(cluster_id)
+    tmp.replace(path)
+    return cluster_id
+
+
+async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    store = await trio.to_thread.run_sync(Store.open, config.data_dir, config.store_config())
+    try:
+        broker = Broker(config, store, await trio.to_thread.run_sync(_cluster_id, config.data_dir))
+        listeners = await trio.open_tcp_listeners(config.port, host=config.host)
+        broker.port = listeners[0].socket.getsockname()[1]
+        async with trio.open_nursery() as nursery:
+            if broker.coordinator is not None:
+                nursery.start_soon(broker.coordinator.run)
+            nursery.start_soon(partial(trio.serve_listeners, partial(serve_connection, broker), listeners,
+                                       handler_nursery=nursery))
+            print(f"gregor ready: listening on {config.host}:{broker.port} "
+                  f"(node {broker.node_id}, data dir {config.data_dir})", file=sys.stderr, flush=True)
+            task_status.started(broker)
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(store.close)
+            log.info("store closed cleanly")

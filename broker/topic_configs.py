@@ -1,0 +1,83 @@
+"""Kafka 3.9's topic configs with their defaults and types, as a real broker
+reports them (recorded in ../shared/kafka-reference 09_describe_configs_topic),
+plus Gregor's own topic configs. Broker-wide settings override the defaults of
+the topic configs they correspond to (see Broker.topic_config).
+"""
+
+from __future__ import annotations
+
+# DescribeConfigs config_type values (KIP-569)
+BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = range(1, 10)
+
+# (name, default value, config_type)
+KAFKA_TOPIC_CONFIGS: tuple[tuple[str, str | None, int], ...] = (
+    ('cleanup.policy', 'delete', 7),
+    ('compression.gzip.level', '-1', 3),
+    ('compression.lz4.level', '9', 3),
+    ('compression.type', 'producer', 2),
+    ('compression.zstd.level', '3', 3),
+    ('delete.retention.ms', '86400000', 5),
+    ('file.delete.delay.ms', '60000', 5),
+    ('flush.messages', '9223372036854775807', 5),
+    ('flush.ms', '9223372036854775807', 5),
+    ('follower.replication.throttled.replicas', '', 7),
+    ('index.interval.bytes', '4096', 3),
+    ('leader.replication.throttled.replicas', '', 7),
+    ('local.retention.bytes', '-2', 5),
+    ('local.retention.ms', '-2', 5),
+    ('max.compaction.lag.ms', '9223372036854775807', 5),
+    ('max.message.bytes', '1048588', 3),
+    ('message.downconversion.enable', 'true', 1),
+    ('message.format.version', '3.0-IV1', 2),
+    ('message.timestamp.after.max.ms', '9223372036854775807', 5),
+    ('message.timestamp.before.max.ms', '9223372036854775807', 5),
+    ('message.timestamp.difference.max.ms', '9223372036854775807', 5),
+    ('message.timestamp.type', 'CreateTime', 2),
+    ('min.cleanable.dirty.ratio', '0.5', 6),
+    ('min.compaction.lag.ms', '0', 5),
+    ('min.insync.replicas', '1', 3),
+    ('preallocate', 'false', 1),
+    ('remote.log.copy.disable', 'false', 1),
+    ('remote.log.delete.on.disable', 'false', 1),
+    ('remote.storage.enable', 'false', 1),
+    ('retention.bytes', '-1', 5),
+    ('retention.ms', '604800000', 5),
+    ('segment.bytes', '1073741824', 3),
+    ('segment.index.bytes', '10485760', 3),
+    ('segment.jitter.ms', '0', 5),
+    ('segment.ms', '604800000', 5),
+    ('unclean.leader.election.enable', 'false', 1),
+)
+
+# Gregor's own topic configs (MetaQ extensions).
+GREGOR_TOPIC_CONFIGS: tuple[tuple[str, str | None, int], ...] = (
+    ("tag.header", "", STRING),          # record header whose value is the MetaQ tag
+    ("key.index.enable", "false", BOOLEAN),  # index record keys for `gregor query --key`
+)
+
+TOPIC_CONFIGS = {name: (default, kind) for name, default, kind in KAFKA_TOPIC_CONFIGS + GREGOR_TOPIC_CONFIGS}
+
+
+def config_error(name: str, value: str | None) -> str | None:
+    """Kafka's message for a bad topic config, or None when it is acceptable."""
+    if name not in TOPIC_CONFIGS:
+        return f"Unknown topic config name: {name}"
+    if value is None:
+        return f"Null value not supported for topic configs: {name}"
+    kind = TOPIC_CONFIGS[name][1]
+    if kind in (INT, SHORT, LONG):
+        try:
+            number = int(value.strip())
+        except ValueError:
+            type_name = {INT: "INT", SHORT: "SHORT", LONG: "LONG"}[kind]
+            return f"Invalid value {value} for configuration {name}: Not a number of type {type_name}"
+        if name == "min.insync.replicas" and number < 1:
+            return f"Invalid value {value} for configuration {name}: Value must be at least 1"
+    elif kind == DOUBLE:
+        try:
+            float(value)
+        except ValueError:
+            return f"Invalid value {value} for configuration {name}: Not a number of type DOUBLE"
+    elif kind == BOOLEAN and value.strip().lower() not in ("true", "false"):
+        return f"Invalid value {value} for configuration {name}: Expected value to be either true or false"
+    return None

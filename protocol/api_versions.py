@@ -1,0 +1,62 @@
+"""The one table of APIs Gregor advertises, and the kafka-python classes that
+encode and decode them.
+
+Ranges follow docs/protocol.md and ../shared/docs/kafka-clients.md §2: they
+contain every exact version older librdkafka probes for, and Produce starts at
+0 (KAFKA-18659) although versions 0-2 are answered with UNSUPPORTED_VERSION.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafka.protocol import admin, consumer, metadata, producer
+from kafka.protocol.api_message import ApiMessage
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    api_key: int
+    name: str
+    min_version: int
+    max_version: int
+    request: type[ApiMessage]
+    response: type[ApiMessage]
+    refused_below: int = 0  # advertised but answered with UNSUPPORTED_VERSION below this
+
+    def flexible(self, version: int) -> bool:
+        return self.request.flexible_version_q(version)
+
+
+def _spec(request: type[ApiMessage], response: type[ApiMessage], lo: int, hi: int,
+          refused_below: int = 0) -> ApiSpec:
+    return ApiSpec(request.API_KEY, request.name.removesuffix("Request"), lo, hi, request, response,
+                   refused_below)
+
+
+API_SPECS: dict[int, ApiSpec] = {s.api_key: s for s in (
+    _spec(producer.ProduceRequest, producer.ProduceResponse, 0, 11, refused_below=3),
+    _spec(consumer.FetchRequest, consumer.FetchResponse, 4, 12),
+    _spec(consumer.ListOffsetsRequest, consumer.ListOffsetsResponse, 1, 7),
+    _spec(metadata.MetadataRequest, metadata.MetadataResponse, 0, 12),
+    _spec(consumer.OffsetCommitRequest, consumer.OffsetCommitResponse, 2, 9),
+    _spec(consumer.OffsetFetchRequest, consumer.OffsetFetchResponse, 1, 9),
+    _spec(metadata.FindCoordinatorRequest, metadata.FindCoordinatorResponse, 0, 6),
+    _spec(consumer.JoinGroupRequest, consumer.JoinGroupResponse, 0, 9),
+    _spec(consumer.HeartbeatRequest, consumer.HeartbeatResponse, 0, 4),
+    _spec(consumer.LeaveGroupRequest, consumer.LeaveGroupResponse, 0, 5),
+    _spec(consumer.SyncGroupRequest, consumer.SyncGroupResponse, 0, 5),
+    _spec(admin.DescribeGroupsRequest, admin.DescribeGroupsResponse, 0, 5),
+    _spec(admin.ListGroupsRequest, admin.ListGroupsResponse, 0, 5),
+    _spec(metadata.ApiVersionsRequest, metadata.ApiVersionsResponse, 0, 4),
+    _spec(admin.CreateTopicsRequest, admin.CreateTopicsResponse, 2, 7),
+    _spec(admin.DeleteTopicsRequest, admin.DeleteTopicsResponse, 1, 6),
+    _spec(producer.InitProducerIdRequest, producer.InitProducerIdResponse, 0, 5),
+    _spec(consumer.OffsetForLeaderEpochRequest, consumer.OffsetForLeaderEpochResponse, 2, 4),
+    _spec(admin.DescribeConfigsRequest, admin.DescribeConfigsResponse, 1, 4),
+    _spec(admin.CreatePartitionsRequest, admin.CreatePartitionsResponse, 0, 3),
+    _spec(admin.DeleteGroupsRequest, admin.DeleteGroupsResponse, 0, 2),
+    _spec(admin.DescribeClusterRequest, admin.DescribeClusterResponse, 0, 1),
+)}
+
+API_VERSIONS_KEY = 18
