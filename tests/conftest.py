@@ -1,0 +1,112 @@
+"""Shared fixtures: a real Gregor broker in a subprocess, on a free port."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+READY = re.compile(r"listening on ([\d.]+):(\d+)")
+
+
+@dataclass
+class BrokerProcess:
+    data_dir: Path
+    settings: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen | None = None
+    bootstrap: str = ""
+    log_path: Path | None = None
+
+    def start(self, timeout: float = 30.0) -> str:
+        args = [sys.executable, "-m", "broker", "serve", "--data-dir", str(self.data_dir),
+                "--host", "127.0.0.1", "--port", "0", "--log-level", "INFO"]
+        for key, value in self.settings.items():
+            args += ["--set", f"{key}={value}"]
+        self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=log)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.log_path.read_text(errors="replace")
+            match = READY.search(text.split("gregor ready")[-1]) if "gregor ready" in text else None
+            if match:
+                self.bootstrap = f"{match.group(1)}:{match.group(2)}"
+                return self.bootstrap
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{text}")
+            time.sleep(0.05)
+        raise RuntimeError(f"broker not ready after {timeout}s:\n{self.log_path.read_text()}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path else ""
+
+
+def start_broker(tmp: Path, name: str = "data", **settings: str) -> BrokerProcess:
+    broker = BrokerProcess(tmp / name, dict(settings))
+    broker.start()
+    return broker
+
+
+@pytest.fixture(scope="session")
+def gregor_session(tmp_path_factory) -> BrokerProcess:
+    broker = start_broker(tmp_path_factory.mktemp("gregor"), **{"group.initial.rebalance.delay.ms": "0"})
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def gregor(gregor_session: BrokerProcess) -> str:
+    """Bootstrap address of a shared live broker (unique topic names per test keep tests apart)."""
+    if gregor_session.proc.poll() is not None:
+        pytest.fail(f"the shared broker died:\n{gregor_session.log()[-4000:]}")
+    return gregor_session.bootstrap
+
+
+@pytest.fixture
+def bootstrap(gregor: str) -> str:
+    return os.environ.get("GREGOR_BOOTSTRAP") or gregor
+
+
+@pytest.fixture
+def fresh_broker(tmp_path):
+    """A broker of the test's own, with settings; stopped at the end."""
+    started: list[BrokerProcess] = []
+
+    def make(name: str = "data", **settings: str) -> BrokerProcess:
+        broker = start_broker(tmp_path, name, **settings)
+        started.append(broker)
+        return broker
+
+    yield make
+    for broker in started:
+        broker.stop()
+
+
+_counter = iter(range(1_000_000))
+
+
+@pytest.fixture
+def topic_name(request) -> str:
+    base = re.sub(r"[^a-zA-Z0-9]", "-", request.node.name)[:80]
+    return f"{base}-{os.getpid()}-{next(_counter)}"
+
+
