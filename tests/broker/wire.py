@@ -1,0 +1,67 @@
+"""A raw Kafka wire client for tests: frames requests itself, so tests can
+also send broken ones."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from kafka.protocol.api_message import ApiMessage
+
+
+class WireClient:
+    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send_raw(self, payload: bytes) -> None:
+        self.sock.sendall(payload)
+
+    def send(self, request: ApiMessage) -> int:
+        self.correlation_id += 1
+        request.with_header(correlation_id=self.correlation_id, client_id="gregor-tests")
+        self.sock.sendall(bytes(request.encode(header=True, framed=True)))
+        return self.correlation_id
+
+    def receive_frame(self) -> bytes | None:
+        """The next response frame, or None if the broker closed the connection."""
+        size = self._read(4)
+        if size is None:
+            return None
+        (n,) = struct.unpack(">i", size)
+        return self._read(n)
+
+    def request(self, request: ApiMessage):
+        version = request.API_VERSION
+        correlation_id = self.send(request)
+        frame = self.receive_frame()
+        assert frame is not None, "connection closed"
+        response_cls = request.header.get_response_class()
+        response = response_cls.decode(frame, version=version, header=True)
+        assert response.header.correlation_id == correlation_id
+        return response
+
+    def closed_by_peer(self, timeout: float = 5.0) -> bool:
+        self.sock.settimeout(timeout)
+        try:
+            return self.sock.recv(1) == b""
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except socket.timeout:
+            return False
+
+    def _read(self, n: int) -> bytes | None:
+        buf = bytearray()
+        while len(buf) < n:
+            try:
+                chunk = self.sock.recv(n - len(buf))
+            except ConnectionResetError:
+                return None
+            if not chunk:
+                return None
+            buf += chunk
+        return bytes(buf)
