@@ -1,0 +1,78 @@
+"""The client harnesses themselves work, with no broker: usage, errors, versions."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from tests.clients.java_client import JavaClientError, kafka_clients_version, require_java, run_java
+from tests.clients.kcat import KcatError, require_kcat, run_kcat
+
+pytestmark = pytest.mark.clients
+
+
+@pytest.fixture
+def java() -> None:
+    require_java()
+
+
+@pytest.fixture
+def kcat() -> None:
+    require_kcat()
+
+
+@pytest.fixture
+def closed_port() -> str:
+    """A local address nothing listens on: bound, never listening, so connects are refused."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_java_harness_runs_kafka_clients_3_or_newer(java) -> None:
+    assert int(kafka_clients_version().split(".")[0]) >= 3
+
+
+def test_java_harness_help_prints_usage(java) -> None:
+    with pytest.raises(JavaClientError) as e:
+        run_java([], timeout=30)
+    assert "usage: GregorJavaClient" in e.value.stderr
+
+
+def test_java_harness_rejects_missing_topic_with_usage_error(java, closed_port) -> None:
+    with pytest.raises(JavaClientError) as e:
+        run_java(["produce", "--bootstrap", closed_port, "--count", "1"], timeout=30)
+    assert "exited 2" in str(e.value)
+    assert "produce needs --topic" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["produce", "--topic", "t", "--count", "1"],
+        ["consume-assign", "--topic", "t"],
+        ["consume-group", "--group", "g", "--topic", "t"],
+        ["admin", "list-topics"],
+    ],
+    ids=lambda c: "-".join(c[:2]),
+)
+def test_java_harness_fails_fast_and_clearly_on_unreachable_bootstrap(java, closed_port, command) -> None:
+    started = time.monotonic()
+    with pytest.raises(JavaClientError) as e:
+        run_java([*command, "--bootstrap", closed_port, "--timeout-ms", "2000"], timeout=30)
+    assert time.monotonic() - started < 20
+    assert "exited 1" in str(e.value)
+    assert "TimeoutException" in str(e.value)
+    assert "no usable answer from the --bootstrap broker" in str(e.value)
+
+
+def test_kcat_reports_its_librdkafka_version(kcat) -> None:
+    out = run_kcat(["-V"]).stdout
+    assert "librdkafka" in out
+
+
+def test_kcat_metadata_on_unreachable_bootstrap_fails_within_timeout(kcat, closed_port) -> None:
+    with pytest.raises(KcatError):
+        run_kcat(["-b", closed_port, "-L", "-m", "2"], timeout=20)
