@@ -1,0 +1,69 @@
+"""Idempotent-producer sequence rules, as recorded from Kafka 3.9
+(kafka-reference 05_idempotent_produce_sequences)."""
+
+from dataclasses import replace
+
+from broker.producer_state import ProducerStateTable, Verdict
+from protocol.errors import ErrorCode
+from protocol.record_batch import BatchHeader
+
+BASE = BatchHeader(base_offset=0, batch_length=100, partition_leader_epoch=-1, magic=2, crc=0, attributes=0,
+                   last_offset_delta=4, base_timestamp=0, max_timestamp=4, producer_id=7, producer_epoch=0,
+                   base_sequence=0, record_count=5)
+
+
+def batch(seq: int, epoch: int = 0, pid: int = 7) -> BatchHeader:
+    return replace(BASE, base_sequence=seq, producer_epoch=epoch, producer_id=pid)
+
+
+def appended(table: ProducerStateTable, header: BatchHeader, offset: int) -> None:
+    assert table.check("t", 0, header).verdict is Verdict.APPEND
+    table.record("t", 0, header, offset)
+
+
+def test_recorded_kafka_sequence_scenario(tmp_path):
+    table = ProducerStateTable(tmp_path / "ids")
+    appended(table, batch(0), 0)
+    appended(table, batch(5), 5)
+    dup = table.check("t", 0, batch(0))
+    assert dup.verdict is Verdict.DUPLICATE and dup.duplicate_of.base_offset == 0
+    assert table.check("t", 0, batch(20)).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    appended(table, batch(10), 10)
+    appended(table, batch(0, epoch=1), 15)
+    assert table.check("t", 0, batch(15, epoch=0)).error == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert table.check("t", 0, batch(3, epoch=1)).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert table.check("t", 0, batch(0, epoch=1)).duplicate_of.base_offset == 15
+
+
+def test_unknown_producer_accepts_any_sequence_then_must_continue(tmp_path):
+    table = ProducerStateTable(tmp_path / "ids")
+    appended(table, batch(7, pid=99), 20)
+    appended(table, batch(12, pid=99), 25)
+    assert table.check("t", 0, batch(0, pid=99)).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_only_the_last_five_batches_are_deduplicated(tmp_path):
+    table = ProducerStateTable(tmp_path / "ids")
+    for i in range(6):
+        appended(table, batch(i * 5), i * 5)
+    assert table.check("t", 0, batch(5)).verdict is Verdict.DUPLICATE
+    assert table.check("t", 0, batch(0)).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_sequence_wraps_at_int32_max(tmp_path):
+    table = ProducerStateTable(tmp_path / "ids")
+    appended(table, replace(batch(2**31 - 5), last_offset_delta=4), 0)
+    assert table.check("t", 0, batch(0)).verdict is Verdict.APPEND
+
+
+def test_non_idempotent_batches_are_never_checked(tmp_path):
+    table = ProducerStateTable(tmp_path / "ids")
+    assert table.check("t", 0, batch(-1, epoch=-1, pid=-1)).verdict is Verdict.APPEND
+
+
+def test_producer_ids_stay_unique_across_restarts(tmp_path):
+    first = ProducerStateTable(tmp_path / "ids")
+    ids = {first.allocate_producer_id() for _ in range(1500)}
+    second = ProducerStateTable(tmp_path / "ids")
+    later = {second.allocate_producer_id() for _ in range(10)}
+    assert len(ids) == 1500 and not ids & later
