@@ -1,0 +1,27 @@
+"""Gregor's storage engine: a MetaQ/RocketMQ-style commitlog with per-partition consume queues.
+
+The public surface is re-exported here; everything else is internal to the package.
+"""
+
+from store.config import StoreConfig
+from store.errors import (
+    CorruptEntry,
+    EntryTooLarge,
+    OffsetOutOfRange,
+    StorageFull,
+    StoreError,
+    TopicExists,
+    UnknownPartition,
+    UnknownTopic,
+)
+from store.flush import FlushHandle
+from store.offsets import OffsetStore
+from store.records import StoredRecord
+from store.store import AppendResult, ReadResult, Store
+from store.topics import TopicMeta
+
+__all__ = [
+    "AppendResult", "CorruptEntry", "EntryTooLarge", "FlushHandle", "OffsetOutOfRange", "OffsetStore",
+    "ReadResult", "StorageFull", "Store", "StoreConfig", "StoreError", "StoredRecord", "TopicExists",
+    "TopicMeta", "UnknownPartition", "UnknownTopic",
+]

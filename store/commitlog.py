@@ -1,0 +1,218 @@
+"""The commitlog: one append-only sequence of entries shared by every topic and partition.
+
+Owns the segment list, the single write position, rolling to the next segment, the
+allocator thread that creates segments ahead of need, reading a batch by position,
+scanning/truncating for recovery, and dropping old segments for retention.
+Never knows about consume queues, topics' metadata or flushing policy. Callers serialise
+appends (one writer).
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from store import entry as E
+from store.atomic_file import fsync_dir
+from store.errors import EntryTooLarge, StorageFull
+from store.segment import Segment
+
+
+class CommitLog:
+    def __init__(self, directory: Path, segment_bytes: int) -> None:
+        self.directory = directory
+        self.segment_bytes = segment_bytes
+        directory.mkdir(parents=True, exist_ok=True)
+        for stale in directory.glob("*.alloc"):
+            stale.unlink()
+        self.segments: list[Segment] = [Segment.open(p) for p in sorted(directory.iterdir())]
+        self._starts = [s.start for s in self.segments]
+        if not self.segments:
+            self._add(Segment.create(directory, 0, segment_bytes))
+        self.active = self.segments[0]
+        self.write_position = self.active.start
+        self._ahead: Segment | None = None
+        self._alloc_wanted = threading.Event()
+        self._alloc_lock = threading.Lock()
+        self._stopping = False
+        self._allocator: threading.Thread | None = None
+
+    # ---- positions -------------------------------------------------------------------
+    @property
+    def min_position(self) -> int:
+        return self.segments[0].start
+
+    def segment_at(self, position: int) -> Segment | None:
+        i = bisect.bisect_right(self._starts, position) - 1
+        if i < 0:
+            return None
+        seg = self.segments[i]
+        return seg if position < seg.end else None
+
+    def view(self, position: int, size: int) -> memoryview | None:
+        """Zero-copy view of bytes [position, position+size), or None if that segment is gone."""
+        seg = self.segment_at(position)
+        if seg is None:
+            return None
+        local = position - seg.start
+        return seg.view[local:local + size]
+
+    # ---- appending -------------------------------------------------------------------
+    def append(self, batch: bytes | bytearray | memoryview, topic_id: bytes, topic: bytes,
+               partition: int, base_offset: int, record_count: int, store_ts: int,
+               max_ts: int) -> int:
+        """Write one entry; returns the commitlog position of its batch bytes."""
+        n = len(batch)
+        length = E.HEADER_SIZE + n + len(topic)
+        seg = self.active
+        local = self.write_position - seg.start
+        if local + length > seg.size:
+            seg = self._roll(length)
+            local = 0
+        mv = seg.view
+        b = local + E.HEADER_SIZE
+        mv[b:b + n] = batch
+        E.BATCH_REWRITE.pack_into(mv, b, base_offset, n - 12, 0)
+        mv[b + n:local + length] = topic
+        E.ENTRY_HEADER.pack_into(mv, local, length, 0, E.MAGIC_DATA, 0, len(topic), topic_id,
+                                 partition, base_offset, record_count, store_ts, max_ts)
+        E.PREFIX.pack_into(mv, local, length, E.crc_of(mv, local, length), E.MAGIC_DATA, 0, len(topic))
+        self.write_position = seg.start + local + length
+        seg.newest_timestamp = store_ts
+        return seg.start + b
+
+    def _roll(self, length: int) -> Segment:
+        old = self.active
+        if length > self.segment_bytes:
+            raise EntryTooLarge(f"entry of {length} bytes exceeds commitlog.segment.bytes")
+        with self._alloc_lock:
+            nxt = self._ahead
+            self._ahead = None
+        if nxt is None:
+            nxt = Segment.create(self.directory, old.end, self.segment_bytes)  # StorageFull: nothing written
+            self._add(nxt)
+        local = self.write_position - old.start
+        E.write_blank(old.view, local, old.size - local)
+        self.active = nxt
+        self.write_position = nxt.start
+        self._alloc_wanted.set()
+        return nxt
+
+    def _add(self, seg: Segment) -> None:
+        self.segments.append(seg)
+        self._starts.append(seg.start)
+
+    # ---- allocator thread ------------------------------------------------------------
+    def start_allocator(self) -> None:
+        self._allocator = threading.Thread(target=self._allocate_loop, name="commitlog-allocator",
+                                           daemon=True)
+        self._alloc_wanted.set()
+        self._allocator.start()
+
+    def stop_allocator(self) -> None:
+        self._stopping = True
+        self._alloc_wanted.set()
+        if self._allocator is not None:
+            self._allocator.join()
+            self._allocator = None
+
+    def _allocate_loop(self) -> None:
+        while True:
+            self._alloc_wanted.wait()
+            self._alloc_wanted.clear()
+            if self._stopping:
+                return
+            self.allocate_ahead()
+
+    def allocate_ahead(self) -> bool:
+        """Make sure the segment after the active one exists; False when out of space."""
+        with self._alloc_lock:
+            if self._ahead is not None:
+                return True
+            start = self.active.end
+            existing = self.segment_at(start)
+            if existing is None:
+                try:
+                    existing = Segment.create(self.directory, start, self.segment_bytes)
+                except StorageFull:
+                    return False
+                fsync_dir(self.directory)
+                self._add(existing)
+            self._ahead = existing
+            return True
+
+    # ---- flushing --------------------------------------------------------------------
+    def flush(self, start: int, end: int) -> None:
+        """fsync every segment holding bytes of [start, end)."""
+        i = max(0, bisect.bisect_right(self._starts, start) - 1)
+        for seg in self.segments[i:]:
+            if seg.start >= end:
+                break
+            if seg.end > start and seg.fd >= 0:
+                seg.flush()
+
+    # ---- recovery ----------------------------------------------------------------------
+    def scan(self) -> Iterator[E.EntryHeader]:
+        """Yield every valid entry from the oldest segment; afterwards the write position is
+        just past the last valid one and anything beyond it (torn tail) is zeroed."""
+        end_seg, end_local = 0, 0
+        for i, seg in enumerate(self.segments):
+            local = 0
+            end_seg, end_local = i, 0
+            outcome: E.EntryHeader | str = E.Scan.END
+            while True:
+                outcome = E.read_entry(seg.view, local, seg.start)
+                if not isinstance(outcome, E.EntryHeader):
+                    break
+                seg.newest_timestamp = outcome.store_timestamp
+                yield outcome
+                local += outcome.length
+                end_local = local
+            if outcome != E.Scan.BLANK:
+                break
+            end_seg, end_local = i + 1, 0
+        self._truncate(end_seg, end_local)
+
+    def _truncate(self, seg_index: int, local: int) -> None:
+        if seg_index >= len(self.segments):
+            self.active = self.segments[-1]
+            self.write_position = self.active.end
+            self._roll(0)
+            return
+        self.active = self.segments[seg_index]
+        self.write_position = self.active.start + local
+        tail = np.frombuffer(self.active.view, dtype=np.uint8)[local:]
+        if tail.any():
+            tail[:] = 0
+            self.active.flush()
+        for seg in self.segments[seg_index + 1:]:
+            seg.drop(unlink=True)
+        del self.segments[seg_index + 1:]
+        del self._starts[seg_index + 1:]
+
+    def restore(self, write_position: int, newest: dict[int, int]) -> None:
+        """Resume after a clean shutdown at the checkpointed write position."""
+        seg = self.segment_at(write_position) or self.segments[-1]
+        self.active = seg
+        self.write_position = write_position
+        for s in self.segments:
+            s.newest_timestamp = newest.get(s.start, -1)
+
+    # ---- retention ---------------------------------------------------------------------
+    def detach_oldest(self, count: int) -> list[Segment]:
+        """Remove the `count` oldest segments from the log (never the active one); the caller
+        unlinks them off the append path."""
+        count = min(count, self.segments.index(self.active))
+        gone = self.segments[:count]
+        del self.segments[:count]
+        del self._starts[:count]
+        return gone
+
+    def close(self) -> None:
+        self.stop_allocator()
+        for seg in self.segments:
+            seg.drop(unlink=False)

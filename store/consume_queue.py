@@ -1,0 +1,176 @@
+"""Consume queue of one topic-partition: fixed 20-byte entries, one per logical offset.
+
+Owns the queue files `<dir>/<20-digit first offset>` (each holds `per_file` entries, file k
+covers offsets [k*per_file, (k+1)*per_file)), their numpy views over mmap, and the
+queue's log start offset and high watermark. Every record of a batch gets an entry that
+points at the whole batch. Never reads the commitlog and never fsyncs on the append path.
+
+Entry layout, little-endian, packed (see docs/storage.md):
+  0 i64 position   commitlog position of the batch bytes
+  8 i32 size       batch size in bytes (0 = no entry)
+ 12 i64 tag_hash   hash of the record's tag header value, 0 when none
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from store.errors import CorruptEntry
+
+QUEUE_ENTRY = np.dtype([("pos", "<i8"), ("size", "<i4"), ("tag", "<i8")])
+ENTRY_SIZE = QUEUE_ENTRY.itemsize  # 20
+
+
+def _map(path: Path, size: int, create: bool) -> np.ndarray:
+    fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+    try:
+        if create:
+            os.ftruncate(fd, size)
+        elif os.fstat(fd).st_size != size:
+            raise CorruptEntry(f"consume queue file {path} has the wrong size")
+        mm = mmap.mmap(fd, size)
+    finally:
+        os.close(fd)
+    return np.frombuffer(mm, dtype=QUEUE_ENTRY)
+
+
+def _mmap_of(arr: np.ndarray) -> mmap.mmap:
+    base = arr.base
+    return base.obj if isinstance(base, memoryview) else base
+
+
+class ConsumeQueue:
+    def __init__(self, directory: Path, per_file: int) -> None:
+        self.directory = directory
+        self.per_file = per_file
+        self.files: dict[int, np.ndarray] = {}
+        self.log_start = 0
+        self.high_watermark = 0
+        self._cur_index = -1
+        self._cur: np.ndarray | None = None
+
+    @classmethod
+    def create(cls, directory: Path, per_file: int, first_offset: int = 0) -> ConsumeQueue:
+        """A new empty queue whose next offset is `first_offset`; its first file exists at once."""
+        directory.mkdir(parents=True, exist_ok=True)
+        q = cls(directory, per_file)
+        q.log_start = q.high_watermark = first_offset
+        q._file(first_offset // per_file, create=True)
+        return q
+
+    @classmethod
+    def load(cls, directory: Path, per_file: int) -> ConsumeQueue:
+        """Map the existing files; raises CorruptEntry if the directory is not a sane queue."""
+        if not directory.is_dir():
+            raise CorruptEntry(f"consume queue {directory} is missing")
+        q = cls(directory, per_file)
+        for path in directory.iterdir():
+            if not path.name.isdigit() or int(path.name) % per_file:
+                raise CorruptEntry(f"unexpected consume queue file {path}")
+            q.files[int(path.name) // per_file] = _map(path, per_file * ENTRY_SIZE, create=False)
+        if not q.files:
+            raise CorruptEntry(f"consume queue {directory} has no files")
+        return q
+
+    def _file(self, index: int, create: bool) -> np.ndarray | None:
+        arr = self.files.get(index)
+        if arr is None and create:
+            path = self.directory / f"{index * self.per_file:020d}"
+            arr = self.files[index] = _map(path, self.per_file * ENTRY_SIZE, create=True)
+        return arr
+
+    # ---- writing -----------------------------------------------------------------------
+    def put(self, offset: int, count: int, position: int, size: int) -> None:
+        """Point `count` entries from `offset` at one batch; tag hash 0."""
+        index, slot = divmod(offset, self.per_file)
+        if index == self._cur_index and slot + count <= self.per_file:
+            self._cur[slot:slot + count] = [(position, size, 0)]
+        else:
+            self._put_spanning(offset, count, position, size, None)
+
+    def put_tagged(self, offset: int, count: int, position: int, size: int, tags: np.ndarray) -> None:
+        index, slot = divmod(offset, self.per_file)
+        if index == self._cur_index and slot + count <= self.per_file:
+            block = np.empty(count, QUEUE_ENTRY)
+            block["pos"] = position
+            block["size"] = size
+            block["tag"] = tags
+            self._cur[slot:slot + count] = block
+        else:
+            self._put_spanning(offset, count, position, size, tags)
+
+    def _put_spanning(self, offset: int, count: int, position: int, size: int,
+                      tags: np.ndarray | None) -> None:
+        done = 0
+        while done < count:
+            index, slot = divmod(offset + done, self.per_file)
+            arr = self._file(index, create=True)
+            n = min(count - done, self.per_file - slot)
+            block = np.empty(n, QUEUE_ENTRY)
+            block["pos"] = position
+            block["size"] = size
+            block["tag"] = 0 if tags is None else tags[done:done + n]
+            arr[slot:slot + n] = block
+            self._cur_index, self._cur = index, arr
+            done += n
+
+    # ---- reading -----------------------------------------------------------------------
+    def entry(self, offset: int) -> tuple[int, int]:
+        """(commitlog position, batch size) of the batch holding `offset`; size 0 if none."""
+        index, slot = divmod(offset, self.per_file)
+        arr = self.files.get(index)
+        if arr is None:
+            return 0, 0
+        e = arr[slot]
+        return int(e["pos"]), int(e["size"])
+
+    def entries(self, start: int, stop: int) -> np.ndarray:
+        """Entries for offsets [start, stop): a view inside one file, else a copy."""
+        parts = []
+        offset = start
+        while offset < stop:
+            index, slot = divmod(offset, self.per_file)
+            n = min(stop - offset, self.per_file - slot)
+            arr = self.files.get(index)
+            parts.append(arr[slot:slot + n] if arr is not None else np.zeros(n, QUEUE_ENTRY))
+            offset += n
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.zeros(0, QUEUE_ENTRY)
+
+    def first_offset_at_or_after(self, position: int) -> int:
+        """Smallest offset in [log_start, hw) whose batch starts at or after `position`
+        (positions grow with offsets); hw if none."""
+        lo, hi = self.log_start, self.high_watermark
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.entry(mid)[0] >= position:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    # ---- maintenance -------------------------------------------------------------------
+    def advance_log_start(self, offset: int) -> None:
+        """Move the log start forward and unlink files wholly below it."""
+        if offset <= self.log_start:
+            return
+        self.log_start = offset
+        for index in sorted(self.files):
+            if (index + 1) * self.per_file <= offset and index != self._cur_index:
+                del self.files[index]
+                (self.directory / f"{index * self.per_file:020d}").unlink(missing_ok=True)
+
+    def flush(self) -> None:
+        for arr in self.files.values():
+            _mmap_of(arr).flush()
+
+    def delete(self) -> None:
+        self.files.clear()
+        self._cur = None
+        shutil.rmtree(self.directory, ignore_errors=True)

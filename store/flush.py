@@ -1,0 +1,118 @@
+"""Flushing: the async periodic flusher and sync-mode group commit.
+
+Owns FlushHandle (one shared by every append of a commit group) and the flusher thread.
+In sync mode the thread takes the open group, fsyncs up to the highest position written
+when it took it, and completes the whole group with one fsync. Never writes data and never
+holds the append lock while fsyncing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from store.errors import StoreError
+
+
+class FlushHandle:
+    """Completes once every append that received it is durable (fsynced)."""
+
+    __slots__ = ("_callbacks", "_error", "_event", "_lock", "claimed")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[FlushHandle], None]] = []
+        self._error: BaseException | None = None
+        self.claimed = False  # an append is waiting on this group
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once durable; raises StoreError if the fsync failed."""
+        ok = self._event.wait(timeout)
+        if ok and self._error is not None:
+            raise StoreError(f"flush failed: {self._error}") from self._error
+        return ok
+
+    def exception(self) -> BaseException | None:
+        return self._error
+
+    def add_done_callback(self, fn: Callable[[FlushHandle], None]) -> None:
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(fn)
+                return
+        fn(self)
+
+    def _complete(self, error: BaseException | None = None) -> None:
+        with self._lock:
+            self._error = error
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            fn(self)
+
+
+class Flusher:
+    """Background flusher thread.
+
+    `flush_to(position)` must make commitlog bytes below `position` durable;
+    `write_position()` must be called under `lock`, the store's append lock.
+    """
+
+    def __init__(self, sync: bool, interval_s: float, lock: threading.Lock,
+                 write_position: Callable[[], int], flush_range: Callable[[int, int], None]) -> None:
+        self.sync = sync
+        self.interval_s = interval_s
+        self._lock = lock
+        self._write_position = write_position
+        self._flush_range = flush_range
+        self.flushed = write_position()
+        self.group = FlushHandle()
+        self._wake = threading.Event()
+        self._flush_lock = threading.Lock()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="commitlog-flusher", daemon=True)
+        self._thread.start()
+
+    def claim(self) -> FlushHandle:
+        """The handle for an append just written; call under the append lock."""
+        group = self.group
+        if not group.claimed:
+            group.claimed = True
+            self._wake.set()
+        return group
+
+    def _run(self) -> None:
+        while not self._stopping:
+            self._wake.wait(None if self.sync else self.interval_s)
+            self._wake.clear()
+            self.flush_now()
+
+    def flush_now(self) -> None:
+        with self._flush_lock:
+            self._flush_once()
+
+    def _flush_once(self) -> None:
+        with self._lock:
+            group = self.group
+            if group.claimed:
+                self.group = FlushHandle()
+            target = self._write_position()
+        error = None
+        if target != self.flushed:
+            try:
+                self._flush_range(self.flushed, target)
+                self.flushed = target
+            except OSError as exc:
+                error = exc
+        if group.claimed:
+            group._complete(error)
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        self._thread.join()
+        self.flush_now()

@@ -1,0 +1,144 @@
+"""Key index (MetaQ 7.4.3 / RocketMQ IndexFile): find records by key within a time range.
+
+Owns the index files `<data_dir>/index/<20-digit sequence>` (format version 1): a header,
+a hash-slot table and chained entries, filled in store-timestamp order, a new file when one
+is full. Lookups return candidates only: the caller checks each against the real key in
+the commitlog, so hash collisions never leak. Never reads the commitlog itself.
+
+Layout, little-endian (see docs/storage.md):
+  header 48 bytes: magic u32 "GKIX" | version u16 | reserved u16 | slot_count u32 |
+                   capacity u32 | count u32 | reserved u32 | begin_ts i64 | end_ts i64 |
+                   last_position i64
+  slots: slot_count x u32   entry number + 1 of the newest entry in the slot, 0 = empty
+  entries: capacity x 32 bytes: key_hash u64 | batch_position i64 | store_ts i64 |
+                   offset_delta u32 | prev u32 (entry number + 1 of the previous entry in
+                   the chain, 0 = end)
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import shutil
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from store.errors import CorruptEntry
+
+MAGIC = 0x58494B47
+FORMAT_VERSION = 1
+HEADER = struct.Struct("<IHHIIIIqqq")
+KEY_ENTRY = np.dtype([("hash", "<u8"), ("pos", "<i8"), ("ts", "<i8"), ("delta", "<u4"),
+                      ("prev", "<u4")])
+
+
+class IndexFile:
+    def __init__(self, path: Path, mm: mmap.mmap) -> None:
+        self.path = path
+        self.mm = mm
+        (magic, version, _, self.slot_count, self.capacity, self.count, _, self.begin_ts,
+         self.end_ts, self.last_position) = HEADER.unpack_from(mm, 0)
+        if magic != MAGIC or version != FORMAT_VERSION:
+            raise CorruptEntry(f"{path} is not a key index file")
+        if len(mm) != self.file_size(self.slot_count, self.capacity) or self.count > self.capacity:
+            raise CorruptEntry(f"{path} has the wrong size")
+        self.slots = np.frombuffer(mm, "<u4", self.slot_count, HEADER.size)
+        self.entries = np.frombuffer(mm, KEY_ENTRY, self.capacity, HEADER.size + 4 * self.slot_count)
+
+    @staticmethod
+    def file_size(slots: int, capacity: int) -> int:
+        return HEADER.size + 4 * slots + KEY_ENTRY.itemsize * capacity
+
+    @classmethod
+    def create(cls, path: Path, slots: int, capacity: int) -> IndexFile:
+        size = cls.file_size(slots, capacity)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.ftruncate(fd, size)
+            mm = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        HEADER.pack_into(mm, 0, MAGIC, FORMAT_VERSION, 0, slots, capacity, 0, 0, -1, -1, -1)
+        return cls(path, mm)
+
+    @classmethod
+    def load(cls, path: Path) -> IndexFile:
+        fd = os.open(path, os.O_RDWR)
+        try:
+            mm = mmap.mmap(fd, os.fstat(fd).st_size)
+        except ValueError as exc:
+            raise CorruptEntry(f"{path} is empty") from exc
+        finally:
+            os.close(fd)
+        return cls(path, mm)
+
+    @property
+    def full(self) -> bool:
+        return self.count >= self.capacity
+
+    def add(self, key_hash: int, position: int, store_ts: int, offset_delta: int) -> None:
+        slot = key_hash % self.slot_count
+        n = self.count
+        self.entries[n] = (key_hash, position, store_ts, offset_delta, self.slots[slot])
+        self.slots[slot] = n + 1
+        self.count = n + 1
+        if self.begin_ts < 0:
+            self.begin_ts = store_ts
+        self.end_ts = store_ts
+        self.last_position = position
+        HEADER.pack_into(self.mm, 0, MAGIC, FORMAT_VERSION, 0, self.slot_count, self.capacity,
+                         self.count, 0, self.begin_ts, self.end_ts, self.last_position)
+
+    def candidates(self, key_hash: int, begin_ts: int, end_ts: int) -> Iterator[tuple[int, int]]:
+        """(batch position, offset delta) of entries with this hash in [begin_ts, end_ts], newest first."""
+        i = int(self.slots[key_hash % self.slot_count])
+        while 0 < i <= self.count:
+            e = self.entries[i - 1]
+            ts = int(e["ts"])
+            if ts < begin_ts:
+                return
+            if int(e["hash"]) == key_hash and ts <= end_ts:
+                yield int(e["pos"]), int(e["delta"])
+            prev = int(e["prev"])
+            if prev >= i:
+                return  # corrupt chain; never loop
+            i = prev
+
+
+class KeyIndex:
+    def __init__(self, directory: Path, slots: int, capacity: int) -> None:
+        self.directory = directory
+        self.slots = slots
+        self.capacity = capacity
+        directory.mkdir(parents=True, exist_ok=True)
+        self.files = [IndexFile.load(p) for p in sorted(directory.iterdir()) if p.name.isdigit()]
+
+    @classmethod
+    def fresh(cls, directory: Path, slots: int, capacity: int) -> KeyIndex:
+        shutil.rmtree(directory, ignore_errors=True)
+        return cls(directory, slots, capacity)
+
+    def add(self, key_hash: int, position: int, store_ts: int, offset_delta: int) -> None:
+        if not self.files or self.files[-1].full:
+            seq = int(self.files[-1].path.name) + 1 if self.files else 0
+            self.files.append(IndexFile.create(self.directory / f"{seq:020d}", self.slots, self.capacity))
+        self.files[-1].add(key_hash, position, store_ts, offset_delta)
+
+    def candidates(self, key_hash: int, begin_ts: int, end_ts: int) -> Iterator[tuple[int, int]]:
+        for f in reversed(self.files):
+            if f.count == 0 or f.end_ts < begin_ts:
+                break
+            if f.begin_ts <= end_ts:
+                yield from f.candidates(key_hash, begin_ts, end_ts)
+
+    def drop_below(self, min_position: int) -> None:
+        """Unlink files whose every entry points at deleted commitlog segments."""
+        while len(self.files) > 1 and self.files[0].last_position < min_position:
+            self.files.pop(0).path.unlink(missing_ok=True)
+
+    def flush(self) -> None:
+        for f in self.files:
+            f.mm.flush()

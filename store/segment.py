@@ -1,0 +1,86 @@
+"""One commitlog segment file: a fixed-size, preallocated, memory-mapped file.
+
+Owns creating (posix_fallocate, so a full disk fails here and never on a later write),
+mapping, fsyncing and unlinking one file. Never decides what goes into it, and never
+closes its mmap: readers may still hold memoryviews over it, so releasing is by dropping
+references.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+from pathlib import Path
+
+from store.errors import StorageFull
+
+
+def segment_name(start: int) -> str:
+    return f"{start:020d}"
+
+
+class AllocationFaults:
+    """Test hook: while `enospc` is set, every new file allocation fails with ENOSPC."""
+
+    enospc: bool = False
+
+    @classmethod
+    def check(cls) -> None:
+        if cls.enospc:
+            raise OSError(errno.ENOSPC, "simulated: no space left on device")
+
+
+class Segment:
+    __slots__ = ("_mm", "fd", "newest_timestamp", "path", "size", "start", "view")
+
+    def __init__(self, path: Path, start: int, fd: int, size: int) -> None:
+        self.path = path
+        self.start = start
+        self.size = size
+        self.fd = fd
+        self._mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
+        self.view = memoryview(self._mm)
+        self.newest_timestamp = -1  # store timestamp of the newest entry, -1 when unknown/empty
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+    @classmethod
+    def create(cls, directory: Path, start: int, size: int) -> Segment:
+        """Create and fully allocate a zero-filled segment; raises StorageFull on ENOSPC."""
+        path = directory / segment_name(start)
+        tmp = directory / (segment_name(start) + ".alloc")
+        fd = -1
+        try:
+            AllocationFaults.check()
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.posix_fallocate(fd, 0, size)
+            os.rename(tmp, path)
+        except OSError as exc:
+            if fd >= 0:
+                os.close(fd)
+            tmp.unlink(missing_ok=True)
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise StorageFull(f"cannot allocate commitlog segment {path.name}: {exc}") from exc
+            raise
+        return cls(path, start, fd, size)
+
+    @classmethod
+    def open(cls, path: Path) -> Segment:
+        fd = os.open(path, os.O_RDWR)
+        return cls(path, int(path.name), fd, os.fstat(fd).st_size)
+
+    def flush(self) -> None:
+        os.fdatasync(self.fd)
+
+    def drop(self, unlink: bool) -> None:
+        """Forget the file; the mapping lives on until the last reader's view is gone."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.view = memoryview(b"")
+        self._mm = None
+        if unlink:
+            self.path.unlink(missing_ok=True)

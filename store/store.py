@@ -1,0 +1,353 @@
+"""The Store facade: topics, the append path, reads and lookups over commitlog + consume queues.
+
+Owns wiring the parts together, the append lock (one writer at a time), and the background
+threads' lifecycle (allocator, flusher, retention). Never does network I/O and never imports
+the broker; every call is plain blocking Python the broker may run off its event loop.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from protocol.record_batch import BatchHeader
+from store import msgid, records, recovery, retention
+from store.checkpoint import Checkpoint, mark_clean, queue_key, take_clean_mark
+from store.commitlog import CommitLog
+from store.config import StoreConfig
+from store.consume_queue import ConsumeQueue
+from store.entry import ENTRY_AT_BATCH, ENTRY_HEADER, MAGIC_DATA
+from store.errors import CorruptEntry, OffsetOutOfRange, StorageFull, UnknownPartition, UnknownTopic
+from store.flush import Flusher, FlushHandle
+from store.key_index import KeyIndex
+from store.offsets import OffsetStore
+from store.partition import Partition, queue_dir
+from store.records import StoredRecord
+from store.time_index import TimeIndex, max_timestamp_offset, offset_for_timestamp
+from store.topics import TopicMeta, TopicRegistry
+
+log = logging.getLogger(__name__)
+_BASE = struct.Struct(">q")
+_LAST_DELTA = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    end_position: int
+    flush: FlushHandle | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    batches: list[memoryview]
+    high_watermark: int
+    log_start_offset: int
+
+
+class Store:
+    def __init__(self, root: Path, config: StoreConfig, registry: TopicRegistry, commitlog: CommitLog,
+                 partitions: dict[tuple[str, int], Partition], key_index: KeyIndex) -> None:
+        self.root = root
+        self.config = config
+        self._registry = registry
+        self._log = commitlog
+        self._partitions = partitions
+        self._key_index = key_index
+        self._lock = threading.Lock()
+        self._subscribers: list[Callable[[str, int], None]] = []
+        self._last_ts = 0
+        self._sync = config.flush_mode == "sync"
+        self._closed = False
+        self.offsets = OffsetStore(root / "offsets.log")
+        commitlog.start_allocator()
+        self._flusher = Flusher(self._sync, config.flush_interval_ms / 1000, self._lock,
+                                lambda: self._log.write_position, self._log.flush)
+        self._retention = retention.RetentionThread(self, config.retention_check_interval_ms / 1000)
+
+    # ---- lifecycle -------------------------------------------------------------------
+    @classmethod
+    def open(cls, data_dir: str | Path, config: StoreConfig) -> Store:
+        config.validate()
+        root = Path(data_dir)
+        root.mkdir(parents=True, exist_ok=True)
+        registry = TopicRegistry(root / "topics.json")
+        clean = take_clean_mark(root / "clean_shutdown")
+        commitlog = CommitLog(root / "commitlog", config.segment_bytes)
+        ckpt = Checkpoint.load(root / "checkpoint")
+        parts = None
+        if clean and ckpt is not None:
+            try:
+                parts, index = recovery.load_trusted(root, registry, config, commitlog, ckpt)
+            except CorruptEntry as exc:
+                log.warning("derived files not trusted (%s); rebuilding from the commitlog", exc)
+        if parts is None:
+            parts, index = recovery.rebuild(root, registry, config, commitlog, ckpt)
+        store = cls(root, config, registry, commitlog, parts, index)
+        store.write_checkpoint()
+        return store
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._retention.stop()
+        self._flusher.stop()
+        self._log.stop_allocator()
+        with self._lock:
+            for part in self._partitions.values():
+                part.queue.flush()
+            self._key_index.flush()
+            self.write_checkpoint()
+            mark_clean(self.root / "clean_shutdown")
+            self._log.close()
+        self.offsets.close()
+
+    def write_checkpoint(self) -> None:
+        ckpt = Checkpoint(self._log.write_position,
+                          {s.start: s.newest_timestamp for s in self._log.segments},
+                          {queue_key(str(self._registry.topics[p.topic].topic_id), p.index):
+                           (p.queue.log_start, p.queue.high_watermark)
+                           for p in list(self._partitions.values()) if p.topic in self._registry.topics})
+        ckpt.save(self.root / "checkpoint")
+
+    def flush(self) -> None:
+        """Make everything appended so far durable (blocking)."""
+        self._flusher.flush_now()
+
+    def enforce_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole expired commitlog segments; returns how many. Called by the retention
+        thread; the unlinks happen outside the append lock."""
+        now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        with self._lock:
+            count = retention.segments_to_delete(self._log.segments, self._log.active, now_ms,
+                                                 self.config.retention_ms, self.config.retention_bytes)
+            if not count:
+                return 0
+            gone = self._log.detach_oldest(count)
+            min_position = self._log.min_position
+            self._key_index.drop_below(min_position)
+            parts = list(self._partitions.values())
+        for part in parts:
+            q = part.queue
+            q.advance_log_start(q.first_offset_at_or_after(min_position))
+        for seg in gone:
+            seg.drop(unlink=True)
+        with self._lock:
+            self.write_checkpoint()
+        log.info("retention deleted %d commitlog segment(s); log now starts at %d", count, min_position)
+        return count
+
+    # ---- topics ----------------------------------------------------------------------
+    def topics(self) -> dict[str, TopicMeta]:
+        return dict(self._registry.topics)
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
+        with self._lock:
+            meta = self._registry.create(name, partitions, configs)
+            self._add_queues(meta, 0)
+            return meta
+
+    def add_partitions(self, name: str, total: int) -> TopicMeta:
+        with self._lock:
+            old = self._registry.get(name)
+            if total <= old.partitions:
+                return old
+            meta = self._registry.update(TopicMeta(name, total, old.configs, old.topic_id))
+            self._add_queues(meta, old.partitions)
+            return meta
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> TopicMeta:
+        with self._lock:
+            old = self._registry.get(name)
+            meta = self._registry.update(TopicMeta(name, old.partitions, dict(configs), old.topic_id))
+            for p in range(meta.partitions):
+                self._partitions[(name, p)].reconfigure(meta)
+            return meta
+
+    def delete_topic(self, name: str) -> None:
+        with self._lock:
+            meta = self._registry.get(name)
+            self._registry.delete(name)
+            doomed = [self._partitions.pop((name, p)) for p in range(meta.partitions)]
+        for part in doomed:
+            part.queue.delete()
+
+    def _add_queues(self, meta: TopicMeta, first: int) -> None:
+        qroot = self.root / "consumequeue"
+        for p in range(first, meta.partitions):
+            q = ConsumeQueue.create(queue_dir(qroot, meta.name, p), self.config.queue_entries_per_file)
+            self._partitions[(meta.name, p)] = Partition.of(meta, p, q)
+
+    def subscribe_appends(self, callback: Callable[[str, int], None]) -> None:
+        self._subscribers.append(callback)
+
+    # ---- append ----------------------------------------------------------------------
+    def append(self, topic: str, partition: int, batch: bytes | bytearray | memoryview,
+               header: BatchHeader) -> AppendResult:
+        part = self._partitions.get((topic, partition))
+        if part is None:
+            raise self._missing(topic, partition)
+        count = header.record_count
+        tags = records.tag_hashes(batch, part.tag_header) if part.tag_header is not None else None
+        keys = records.keyed_records(batch) if part.key_indexed else None
+        with self._lock:
+            q = part.queue
+            base = q.high_watermark
+            now = time.time_ns() // 1_000_000
+            now = max(now, self._last_ts)
+            self._last_ts = now
+            try:
+                pos = self._log.append(batch, part.topic_id, part.topic_bytes, partition, base, count,
+                                       now, header.max_timestamp)
+            except OSError as exc:
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise StorageFull(str(exc)) from exc
+                raise
+            size = len(batch)
+            if tags is None:
+                q.put(base, count, pos, size)
+            else:
+                q.put_tagged(base, count, pos, size, tags)
+            if keys:
+                for delta, key in keys:
+                    self._key_index.add(records.key_hash(topic, key), pos, now, delta)
+            q.high_watermark = base + count
+            if part.time_index is not None:
+                part.time_index.note(base, header.max_timestamp, base + count)
+            handle = self._flusher.claim() if self._sync else None
+        for callback in self._subscribers:
+            callback(topic, partition)
+        return AppendResult(base, base + count - 1, now, pos + size + len(part.topic_bytes), handle)
+
+    def _missing(self, topic: str, partition: int) -> Exception:
+        if topic in self._registry.topics:
+            return UnknownPartition(f"{topic}-{partition}")
+        return UnknownTopic(topic)
+
+    def _partition(self, topic: str, partition: int) -> Partition:
+        part = self._partitions.get((topic, partition))
+        if part is None:
+            raise self._missing(topic, partition)
+        return part
+
+    # ---- reads -----------------------------------------------------------------------
+    def read(self, topic: str, partition: int, offset: int, max_bytes: int) -> ReadResult:
+        q = self._partition(topic, partition).queue
+        hw, start = q.high_watermark, q.log_start
+        if offset < start or offset > hw:
+            raise OffsetOutOfRange(f"{topic}-{partition} offset {offset} outside [{start}, {hw}]")
+        batches: list[memoryview] = []
+        total = 0
+        while offset < hw:
+            pos, size = q.entry(offset)
+            view = self._log.view(pos, size) if size else None
+            if view is None:
+                if batches:
+                    break
+                raise OffsetOutOfRange(f"{topic}-{partition} offset {offset} was deleted by retention")
+            if batches and total + size > max_bytes:
+                break
+            batches.append(view)
+            total += size
+            offset = _BASE.unpack_from(view, 0)[0] + _LAST_DELTA.unpack_from(view, 23)[0] + 1
+        return ReadResult(batches, hw, q.log_start)
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        return self._partition(topic, partition).queue.high_watermark
+
+    def log_start_offset(self, topic: str, partition: int) -> int:
+        return self._partition(topic, partition).queue.log_start
+
+    def tag_hashes(self, topic: str, partition: int, start: int, stop: int) -> np.ndarray:
+        """Tag hashes (int64) of offsets [start, stop); a view over the queue when possible."""
+        return self._partition(topic, partition).queue.entries(start, stop)["tag"]
+
+    def _time_index(self, part: Partition) -> TimeIndex:
+        ti = part.time_index
+        if ti is None or ti.covered < part.queue.log_start:
+            ti = TimeIndex(part.queue.log_start)
+            ti.extend(part.queue, self._log, part.queue.high_watermark)
+            with self._lock:
+                ti.extend(part.queue, self._log, part.queue.high_watermark)
+                part.time_index = ti
+        return ti
+
+    def offset_for_timestamp(self, topic: str, partition: int, ts: int) -> tuple[int, int]:
+        part = self._partition(topic, partition)
+        return offset_for_timestamp(self._time_index(part), part.queue, self._log, ts)
+
+    def max_timestamp_offset(self, topic: str, partition: int) -> tuple[int, int]:
+        part = self._partition(topic, partition)
+        return max_timestamp_offset(self._time_index(part), part.queue, self._log)
+
+    # ---- key and message-id lookups --------------------------------------------------
+    def lookup_key(self, topic: str, key: bytes, begin_ms: int, end_ms: int,
+                   max_hits: int = 32) -> list[StoredRecord]:
+        meta = self._registry.get(topic)
+        hits: list[StoredRecord] = []
+        for pos, delta in self._key_index.candidates(records.key_hash(topic, key), begin_ms, end_ms):
+            rec = self._record_at(pos, delta)
+            if rec is not None and rec.key == key and rec.topic == topic and \
+                    self._entry_topic_id(pos) == meta.topic_id.bytes:
+                hits.append(rec)
+                if len(hits) >= max_hits:
+                    break
+        return hits
+
+    def lookup_message_id(self, msg_id: str) -> StoredRecord | None:
+        decoded = msgid.decode(msg_id)
+        if decoded is None or decoded[0] != self.config.node_id:
+            return None
+        return self._record_at(decoded[1], decoded[2])
+
+    def _entry_topic_id(self, batch_position: int) -> bytes | None:
+        view = self._log.view(batch_position - ENTRY_AT_BATCH, ENTRY_HEADER.size)
+        return None if view is None else ENTRY_HEADER.unpack_from(view)[5]
+
+    def _record_at(self, batch_position: int, offset_delta: int) -> StoredRecord | None:
+        """Decode one record by position; None if gone, dead (deleted topic) or not a record."""
+        head = self._log.view(batch_position - ENTRY_AT_BATCH, ENTRY_HEADER.size)
+        if head is None or len(head) < ENTRY_HEADER.size:
+            return None
+        length, _, magic, _, tlen, topic_id, partition, base, count, _, _ = ENTRY_HEADER.unpack_from(head)
+        if magic != MAGIC_DATA or not 0 <= offset_delta < count:
+            return None
+        entry = self._log.view(batch_position - ENTRY_AT_BATCH, length)
+        if entry is None or len(entry) < length:
+            return None
+        topic = bytes(entry[length - tlen:]).decode()
+        meta = self._registry.topics.get(topic)
+        if meta is None or meta.topic_id.bytes != topic_id:
+            return None
+        part = self._partitions.get((topic, partition))
+        if part is None or base + offset_delta < part.queue.log_start:
+            return None
+        batch = entry[ENTRY_AT_BATCH:length - tlen]
+        for r in records.decode(batch):
+            if r.offset == base + offset_delta:
+                return StoredRecord(topic, partition, r.offset, r.timestamp, r.key, r.value,
+                                    list(r.headers), msgid.encode(self.config.node_id, batch_position,
+                                                                  offset_delta))
+        return None
+
+    def message_id(self, topic: str, partition: int, offset: int) -> str:
+        """The message id of a stored record."""
+        q = self._partition(topic, partition).queue
+        if not q.log_start <= offset < q.high_watermark:
+            raise OffsetOutOfRange(f"{topic}-{partition} offset {offset}")
+        pos, size = q.entry(offset)
+        view = self._log.view(pos, size)
+        if view is None:
+            raise OffsetOutOfRange(f"{topic}-{partition} offset {offset}")
+        return msgid.encode(self.config.node_id, pos, offset - _BASE.unpack_from(view, 0)[0])

@@ -1,0 +1,50 @@
+"""Shared fixtures for store tests: tiny configs and a RecordBatch builder."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from protocol.record_batch import parse_header
+from store import Store, StoreConfig
+
+
+def build_batch(values: list[bytes], *, timestamps: list[int] | None = None,
+                keys: list[bytes | None] | None = None,
+                headers: list[list[tuple[str, bytes]]] | None = None) -> bytes:
+    """A RecordBatch v2 with one record per value, baseOffset 0, as a producer sends it."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                        producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                        batch_size=2**30)
+    for i, value in enumerate(values):
+        builder.append(i, timestamp=timestamps[i] if timestamps else 1_000 + i,
+                       key=keys[i] if keys else None, value=value,
+                       headers=headers[i] if headers else [])
+    return bytes(builder.build())
+
+
+def append(store: Store, topic: str, partition: int, batch: bytes):
+    return store.append(topic, partition, batch, parse_header(batch))
+
+
+def tiny_config(**overrides) -> StoreConfig:
+    values = {"segment_bytes": 8192, "queue_entries_per_file": 16, "flush_interval_ms": 20,
+                  "retention_ms": -1, "retention_check_interval_ms": 3_600_000,
+                  "key_index_slots": 8, "key_index_entries": 64}
+    values.update(overrides)
+    return StoreConfig(**values)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def store(data_dir: Path) -> Iterator[Store]:
+    s = Store.open(data_dir, tiny_config())
+    yield s
+    s.close()
