@@ -10,6 +10,7 @@ appends (one writer).
 from __future__ import annotations
 
 import bisect
+import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,8 @@ from store import entry as E
 from store.atomic_file import fsync_dir
 from store.errors import EntryTooLarge, StorageFull
 from store.segment import Segment
+
+log = logging.getLogger(__name__)
 
 
 class CommitLog:
@@ -90,15 +93,16 @@ class CommitLog:
         if length > self.segment_bytes:
             raise EntryTooLarge(f"entry of {length} bytes exceeds commitlog.segment.bytes")
         with self._alloc_lock:
-            nxt = self._ahead
-            self._ahead = None
-        if nxt is None:
-            nxt = Segment.create(self.directory, old.end, self.segment_bytes)  # StorageFull: nothing written
-            self._add(nxt)
-        local = self.write_position - old.start
-        E.write_blank(old.view, local, old.size - local)
-        self.active = nxt
-        self.write_position = nxt.start
+            nxt, self._ahead = self._ahead, None
+            if nxt is None:
+                nxt = self.segment_at(old.end)
+            if nxt is None:
+                nxt = Segment.create(self.directory, old.end, self.segment_bytes)  # StorageFull: nothing written
+                self._add(nxt)
+            local = self.write_position - old.start
+            E.write_blank(old.view, local, old.size - local)
+            self.active = nxt
+            self.write_position = nxt.start
         self._alloc_wanted.set()
         return nxt
 
@@ -126,7 +130,10 @@ class CommitLog:
             self._alloc_wanted.clear()
             if self._stopping:
                 return
-            self.allocate_ahead()
+            try:
+                self.allocate_ahead()
+            except OSError:
+                log.exception("commitlog allocator failed; appends will allocate on demand")
 
     def allocate_ahead(self) -> bool:
         """Make sure the segment after the active one exists; False when out of space."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import shutil
 import struct
 import threading
 import time
@@ -182,6 +183,7 @@ class Store:
             doomed = [self._partitions.pop((name, p)) for p in range(meta.partitions)]
         for part in doomed:
             part.queue.delete()
+        shutil.rmtree(self.root / "consumequeue" / name, ignore_errors=True)
 
     def _add_queues(self, meta: TopicMeta, first: int) -> None:
         qroot = self.root / "consumequeue"

@@ -1,0 +1,81 @@
+"""Tag hashes in consume queues and the key index (lookups, time ranges, collisions)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from store import records
+from tests.store.conftest import append, build_batch
+
+
+def test_tag_hashes_only_for_topics_with_tag_header(store):
+    store.create_topic("tagged", 1, {"tag.header": "tag"})
+    store.create_topic("plain", 1, {})
+    headers = [[("tag", b"paid")], [], [("other", b"x"), ("tag", b"created")]]
+    batch = build_batch([b"a", b"b", b"c"], headers=headers)
+    append(store, "tagged", 0, batch)
+    append(store, "plain", 0, batch)
+    tags = store.tag_hashes("tagged", 0, 0, 3)
+    assert list(tags) == [records.tag_hash(b"paid"), 0, records.tag_hash(b"created")]
+    assert tags.dtype == np.int64 and 0 not in (tags[0], tags[2])
+    assert list(store.tag_hashes("plain", 0, 0, 3)) == [0, 0, 0]
+
+
+def test_tag_hash_is_stable_blake2b_prefix():
+    import hashlib
+    expected = int.from_bytes(hashlib.blake2b(b"paid", digest_size=8).digest(), "little", signed=True)
+    assert records.tag_hash(b"paid") == expected
+    assert records.tag_hash(None) == 0
+
+
+def test_tags_survive_queue_file_roll_over(store):
+    store.create_topic("t", 1, {"tag.header": "tag"})
+    for i in range(5):
+        values = [b"v"] * 5
+        append(store, "t", 0, build_batch(values, headers=[[("tag", str(i * 5 + j).encode())]
+                                                          for j in range(5)]))
+    assert list(store.tag_hashes("t", 0, 10, 25)) == [records.tag_hash(str(i).encode()) for i in range(10, 25)]
+
+
+def _keyed(store, topic="k"):
+    store.create_topic(topic, 2, {"key.index.enable": "true"})
+    append(store, topic, 0, build_batch([b"v1", b"v2"], keys=[b"alice", b"bob"]))
+    append(store, topic, 1, build_batch([b"v3"], keys=[b"alice"]))
+    append(store, topic, 0, build_batch([b"v4", b"v5"], keys=[None, b"carol"]))
+
+
+def test_lookup_key_finds_every_record_with_the_key(store):
+    _keyed(store)
+    hits = store.lookup_key("k", b"alice", 0, 2**62)
+    assert sorted((h.partition, h.offset, h.value) for h in hits) == [(0, 0, b"v1"), (1, 0, b"v3")]
+    assert [h.value for h in store.lookup_key("k", b"carol", 0, 2**62)] == [b"v5"]
+    assert store.lookup_key("k", b"nobody", 0, 2**62) == []
+    assert all(store.lookup_message_id(h.msg_id) == h for h in hits)
+
+
+def test_lookup_key_respects_time_range_and_max_hits(store):
+    _keyed(store)
+    assert store.lookup_key("k", b"alice", 0, 1) == []
+    assert len(store.lookup_key("k", b"alice", 0, 2**62, max_hits=1)) == 1
+
+
+def test_lookup_key_checks_real_key_on_hash_collision(store, monkeypatch):
+    monkeypatch.setattr(records, "key_hash", lambda topic, key: 42)
+    _keyed(store)
+    assert [h.value for h in store.lookup_key("k", b"bob", 0, 2**62)] == [b"v2"]
+    assert sorted(h.value for h in store.lookup_key("k", b"alice", 0, 2**62)) == [b"v1", b"v3"]
+
+
+def test_topics_without_key_index_are_not_indexed(store):
+    store.create_topic("plain", 1, {})
+    append(store, "plain", 0, build_batch([b"v"], keys=[b"alice"]))
+    assert store.lookup_key("plain", b"alice", 0, 2**62) == []
+
+
+def test_key_index_rolls_to_new_file_when_full(store, data_dir):
+    store.create_topic("k", 1, {"key.index.enable": "true"})
+    for i in range(100):  # 64 entries per file in tests
+        append(store, "k", 0, build_batch([b"v"], keys=[f"key{i}".encode()]))
+    assert len(list((data_dir / "index").iterdir())) == 2
+    assert [h.offset for h in store.lookup_key("k", b"key3", 0, 2**62)] == [3]
+    assert [h.offset for h in store.lookup_key("k", b"key99", 0, 2**62)] == [99]

@@ -1,0 +1,63 @@
+"""Topic metadata: persistence, partitions, configs, deletion without resurrection."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from store import Store, TopicExists, UnknownTopic
+from tests.store.conftest import append, build_batch, tiny_config
+
+
+def _crash(store: Store, data_dir) -> None:
+    """Close, then remove the clean marker as if the process had died."""
+    store.close()
+    (data_dir / "clean_shutdown").unlink()
+
+
+def test_topics_persist_with_ids_and_configs(data_dir):
+    s = Store.open(data_dir, tiny_config())
+    meta = s.create_topic("t", 3, {"tag.header": "tag"})
+    assert meta.topic_id.int != 0
+    with pytest.raises(TopicExists):
+        s.create_topic("t", 1, {})
+    s.close()
+    s = Store.open(data_dir, tiny_config())
+    assert s.topics()["t"] == meta
+    doc = json.loads((data_dir / "topics.json").read_text())
+    assert doc["version"] == 1 and doc["topics"]["t"]["partitions"] == 3
+    s.close()
+
+
+def test_add_partitions_and_alter_configs(store):
+    store.create_topic("t", 1, {})
+    assert store.add_partitions("t", 3).partitions == 3
+    append(store, "t", 2, build_batch([b"x"]))
+    store.alter_topic_configs("t", {"tag.header": "tag"})
+    append(store, "t", 2, build_batch([b"y"], headers=[[("tag", b"a")]]))
+    assert store.tag_hashes("t", 2, 0, 2)[1] != 0
+    assert store.topics()["t"].configs == {"tag.header": "tag"}
+
+
+def test_delete_unknown_topic_raises(store):
+    with pytest.raises(UnknownTopic):
+        store.delete_topic("nope")
+
+
+def test_deleted_topic_does_not_come_back_after_rebuild(data_dir):
+    s = Store.open(data_dir, tiny_config())
+    s.create_topic("t", 1, {"key.index.enable": "true"})
+    append(s, "t", 0, build_batch([b"old1", b"old2"], keys=[b"k", b"k"]))
+    old_id = s.message_id("t", 0, 0)
+    s.delete_topic("t")
+    assert not (data_dir / "consumequeue" / "t").exists()
+    s.create_topic("t", 1, {"key.index.enable": "true"})
+    append(s, "t", 0, build_batch([b"new"], keys=[b"k"]))
+    _crash(s, data_dir)
+    s = Store.open(data_dir, tiny_config())
+    assert s.high_watermark("t", 0) == 1
+    assert bytes(s.read("t", 0, 0, 1 << 20).batches[0][-4:-1]) == b"new"
+    assert [h.value for h in s.lookup_key("t", b"k", 0, 2**62)] == [b"new"]
+    assert s.lookup_message_id(old_id) is None
+    s.close()
