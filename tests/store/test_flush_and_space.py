@@ -1,0 +1,90 @@
+"""Sync-mode group commit handles, async flushing, and running out of disk space."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from store import StorageFull, Store
+from store.segment import AllocationFaults
+from tests.store.conftest import append, build_batch, tiny_config
+
+
+def test_async_mode_returns_no_flush_handle(store):
+    store.create_topic("t", 1, {})
+    assert append(store, "t", 0, build_batch([b"x"])).flush is None
+
+
+def test_sync_mode_handles_complete_once_durable(data_dir):
+    s = Store.open(data_dir, tiny_config(flush_mode="sync"))
+    s.create_topic("t", 1, {})
+    handle = append(s, "t", 0, build_batch([b"x"])).flush
+    assert handle.wait(5)
+    assert handle.done()
+    called = []
+    handle.add_done_callback(called.append)
+    assert called == [handle]
+    s.close()
+
+
+def test_sync_mode_group_commit_shares_fsyncs(data_dir, monkeypatch):
+    s = Store.open(data_dir, tiny_config(flush_mode="sync", segment_bytes=1 << 20))
+    s.create_topic("t", 16, {})
+    fsyncs = []
+    real = s._log.flush
+    monkeypatch.setattr(s._flusher, "_flush_range", lambda a, b: (fsyncs.append(b), real(a, b)))
+    done = []
+
+    def appender(p: int) -> None:
+        for _ in range(50):
+            h = append(s, "t", p, build_batch([b"v" * 100])).flush
+            h.add_done_callback(lambda _h: done.append(1))
+            assert h.wait(10)
+
+    threads = [threading.Thread(target=appender, args=(p,)) for p in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(done) == 800
+    assert len(fsyncs) < 800
+    s.close()
+
+
+def test_storage_full_at_allocation_then_resumes(data_dir):
+    s = Store.open(data_dir, tiny_config())
+    s.create_topic("t", 1, {})
+    batch = build_batch([b"z" * 1000])
+    try:
+        AllocationFaults.enospc = True
+        s._log.stop_allocator()
+        s._log._ahead = None
+        appended = 0
+        with pytest.raises(StorageFull):
+            for _ in range(100):
+                append(s, "t", 0, batch)
+                appended += 1
+        assert 0 < appended < 100
+        hw = s.high_watermark("t", 0)
+        assert hw == appended
+        with pytest.raises(StorageFull):
+            append(s, "t", 0, batch)
+        assert s.high_watermark("t", 0) == hw
+    finally:
+        AllocationFaults.enospc = False
+    r = append(s, "t", 0, batch)
+    assert r.base_offset == hw
+    assert len(s.read("t", 0, 0, 1 << 30).batches) == hw + 1
+    s.close()
+    s = Store.open(data_dir, tiny_config())
+    assert s.high_watermark("t", 0) == hw + 1
+    s.close()
+
+
+def test_close_is_idempotent(data_dir):
+    s = Store.open(data_dir, tiny_config())
+    s.close()
+    s.close()
+    assert (data_dir / "clean_shutdown").exists()
+    Store.open(data_dir, tiny_config()).close()
