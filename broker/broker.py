@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import trio
 
 from broker.config import BrokerConfig
+from broker.group_coordinator import GroupCoordinator
 from broker.producer_state import ProducerStateTable
 from store import Store, TopicMeta
 
@@ -67,7 +68,7 @@ class Broker:
         self.port: int = config.port  # replaced by the bound port once listening
         self.appends = AppendSignals()
         self.producers = ProducerStateTable(config.data_dir / "producer_ids")
-        self.coordinator = None  # set by the server once the group coordinator exists
+        self.coordinator = GroupCoordinator.from_config(config, store.offsets)
         store.subscribe_appends(self.appends.notify)
 
     @property

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable
 
 from broker.broker import Broker
-from broker.handlers import api_versions, fetch, metadata, produce, topics
+from broker.handlers import api_versions, fetch, groups, metadata, produce, topics
 from protocol.codec import Request
 
 Handler = Callable[[Broker, Request], Awaitable[Any]]
@@ -17,6 +17,15 @@ HANDLERS: dict[int, Handler] = {
     1: fetch.handle_fetch,
     2: fetch.handle_list_offsets,
     3: metadata.handle_metadata,
+    8: groups.handle_offset_commit,
+    9: groups.handle_offset_fetch,
+    10: groups.handle_find_coordinator,
+    11: groups.handle_join_group,
+    12: groups.handle_heartbeat,
+    13: groups.handle_leave_group,
+    14: groups.handle_sync_group,
+    15: groups.handle_describe_groups,
+    16: groups.handle_list_groups,
     18: api_versions.handle_api_versions,
     19: topics.handle_create_topics,
     20: topics.handle_delete_topics,
@@ -24,6 +33,7 @@ HANDLERS: dict[int, Handler] = {
     23: fetch.handle_offset_for_leader_epoch,
     32: topics.handle_describe_configs,
     37: topics.handle_create_partitions,
+    42: groups.handle_delete_groups,
     60: metadata.handle_describe_cluster,
 }
 

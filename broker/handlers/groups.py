@@ -1,0 +1,214 @@
+"""Consumer-group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups.
+
+Only translates between kafka-python bodies and broker.group_coordinator; every
+group rule lives there. Unknown topics in OffsetCommit are refused here, since
+that is a metadata question, as in Kafka's KafkaApis.
+"""
+
+from __future__ import annotations
+
+from broker.broker import Broker
+from broker.group_state import JoinRequest
+from protocol.codec import Request
+from protocol.errors import ErrorCode
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+CLASSIC_GROUP_TYPE = "classic"
+# READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: what a group allows without an authorizer
+GROUP_OPERATIONS = {3, 6, 8, 10, 11}
+NOT_AVAILABLE_MESSAGE = "The coordinator is not available."
+
+
+def _client_host(request: Request) -> str:
+    # The connection does not hand the peer address to handlers yet.
+    return ""
+
+
+async def handle_find_coordinator(broker: Broker, request: Request):
+    body = request.body
+    version = request.header.api_version
+    cls = request.spec.response
+    key_type = body.key_type if version >= 1 else GROUP_KEY
+    if version >= 4:
+        coordinators = [cls.Coordinator(key=key, **_coordinator(broker, key_type, ok_message=""))
+                        for key in body.coordinator_keys]
+        return cls[version](throttle_time_ms=0, coordinators=coordinators)
+    return cls[version](throttle_time_ms=0, **_coordinator(broker, key_type, ok_message="NONE"))
+
+
+def _coordinator(broker: Broker, key_type: int, ok_message: str) -> dict:
+    if key_type == GROUP_KEY:
+        return dict(error_code=0, error_message=ok_message, node_id=broker.node_id,
+                    host=broker.advertised_host, port=broker.advertised_port)
+    if key_type == TRANSACTION_KEY:  # transactions are not supported yet: no transaction coordinator
+        return dict(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=NOT_AVAILABLE_MESSAGE,
+                    node_id=-1, host="", port=-1)
+    return dict(error_code=ErrorCode.INVALID_REQUEST, error_message=f"unknown key type {key_type}",
+                node_id=-1, host="", port=-1)
+
+
+async def handle_join_group(broker: Broker, request: Request):
+    body = request.body
+    version = request.header.api_version
+    cls = request.spec.response
+    join = JoinRequest(
+        member_id=body.member_id,
+        instance_id=body.group_instance_id if version >= 5 else None,
+        client_id=request.header.client_id or "",
+        client_host=_client_host(request),
+        session_timeout_ms=body.session_timeout_ms,
+        rebalance_timeout_ms=body.rebalance_timeout_ms if version >= 1 else body.session_timeout_ms,
+        protocol_type=body.protocol_type,
+        protocols=tuple((p.name, bytes(p.metadata)) for p in body.protocols),
+        require_known_member_id=version >= 4,
+    )
+    result = await broker.coordinator.join(body.group_id, join)
+    members = [cls.JoinGroupResponseMember(member_id=m.member_id, group_instance_id=m.instance_id,
+                                           metadata=m.metadata) for m in result.members]
+    protocol_name = result.protocol_name if version >= 7 else result.protocol_name or ""
+    return cls[version](throttle_time_ms=0, error_code=result.error, generation_id=result.generation_id,
+                        protocol_type=result.protocol_type, protocol_name=protocol_name,
+                        leader=result.leader, skip_assignment=False, member_id=result.member_id,
+                        members=members)
+
+
+async def handle_sync_group(broker: Broker, request: Request):
+    body = request.body
+    version = request.header.api_version
+    cls = request.spec.response
+    assignments = {a.member_id: bytes(a.assignment) for a in body.assignments}
+    result = await broker.coordinator.sync(
+        body.group_id, body.member_id, body.group_instance_id if version >= 3 else None, body.generation_id,
+        body.protocol_type if version >= 5 else None, body.protocol_name if version >= 5 else None, assignments)
+    return cls[version](throttle_time_ms=0, error_code=result.error, protocol_type=result.protocol_type,
+                        protocol_name=result.protocol_name, assignment=result.assignment)
+
+
+async def handle_heartbeat(broker: Broker, request: Request):
+    body = request.body
+    version = request.header.api_version
+    error = broker.coordinator.heartbeat(body.group_id, body.member_id,
+                                         body.group_instance_id if version >= 3 else None, body.generation_id)
+    return request.spec.response[version](throttle_time_ms=0, error_code=error)
+
+
+async def handle_leave_group(broker: Broker, request: Request):
+    body = request.body
+    version = request.header.api_version
+    cls = request.spec.response
+    if version >= 3:
+        leaving = [(m.member_id, m.group_instance_id) for m in body.members]
+    else:
+        leaving = [(body.member_id, None)]
+    error, member_errors = broker.coordinator.leave(body.group_id, leaving)
+    if version < 3:
+        return cls[version](throttle_time_ms=0, error_code=error or (member_errors or [0])[0])
+    members = [cls.MemberResponse(member_id=member_id, group_instance_id=instance_id, error_code=member_error)
+               for (member_id, instance_id), member_error in zip(leaving, member_errors)]
+    return cls[version](throttle_time_ms=0, error_code=error, members=members)
+
+
+async def handle_offset_commit(broker: Broker, request: Request):
+    body = request.body
+    version = request.header.api_version
+    cls = request.spec.response
+    Topic = cls.OffsetCommitResponseTopic
+    Partition = Topic.OffsetCommitResponsePartition
+    errors: dict[tuple[str, int], int] = {}
+    entries = []
+    for t in body.topics:
+        meta = broker.topic(t.name)
+        for p in t.partitions:
+            if meta is None or not 0 <= p.partition_index < meta.partitions:
+                errors[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                epoch = p.committed_leader_epoch if version >= 6 else -1
+                entries.append((t.name, p.partition_index, p.committed_offset, p.committed_metadata, epoch))
+    if entries:
+        results = await broker.coordinator.commit(
+            body.group_id, body.member_id, body.group_instance_id if version >= 7 else None,
+            body.generation_id_or_member_epoch, entries)
+        for (topic, partition, *_), error in zip(entries, results):
+            errors[(topic, partition)] = error
+    topics = [Topic(name=t.name, partitions=[Partition(partition_index=p.partition_index,
+                                                       error_code=errors[(t.name, p.partition_index)])
+                                             for p in t.partitions])
+              for t in body.topics]
+    return cls[version](throttle_time_ms=0, topics=topics)
+
+
+async def handle_offset_fetch(broker: Broker, request: Request):
+    body = request.body
+    version = request.header.api_version
+    cls = request.spec.response
+    if version >= 8:
+        Group = cls.OffsetFetchResponseGroup
+        groups = [Group(group_id=g.group_id, error_code=0,
+                        topics=_fetched(broker, g.group_id, g.topics, Group.OffsetFetchResponseTopics,
+                                        Group.OffsetFetchResponseTopics.OffsetFetchResponsePartitions))
+                  for g in body.groups]
+        return cls[version](throttle_time_ms=0, groups=groups)
+    Topic = cls.OffsetFetchResponseTopic
+    topics = _fetched(broker, body.group_id, body.topics, Topic, Topic.OffsetFetchResponsePartition)
+    return cls[version](throttle_time_ms=0, topics=topics, error_code=0)
+
+
+def _fetched(broker: Broker, group_id: str, requested, Topic, Partition) -> list:
+    def partition(index: int, committed) -> object:
+        offset, metadata, epoch = committed if committed is not None else (-1, "", -1)
+        return Partition(partition_index=index, committed_offset=offset, committed_leader_epoch=epoch,
+                         metadata=metadata or "", error_code=0)
+
+    coordinator = broker.coordinator
+    if requested is None:  # every partition the group has committed
+        by_topic: dict[str, list[tuple[int, object]]] = {}
+        for (topic, index), committed in sorted(coordinator.committed_all(group_id).items()):
+            by_topic.setdefault(topic, []).append((index, committed))
+        return [Topic(name=topic, partitions=[partition(i, c) for i, c in parts]) for topic, parts in by_topic.items()]
+    return [Topic(name=t.name, partitions=[partition(i, coordinator.committed(group_id, t.name, i))
+                                           for i in t.partition_indexes])
+            for t in requested]
+
+
+async def handle_describe_groups(broker: Broker, request: Request):
+    body = request.body
+    version = request.header.api_version
+    cls = request.spec.response
+    Described = cls.DescribedGroup
+    Member = Described.DescribedGroupMember
+    operations = GROUP_OPERATIONS if version >= 3 and body.include_authorized_operations else None
+    groups = []
+    for group_id in body.groups:
+        summary = broker.coordinator.describe(group_id)
+        members = [Member(member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
+                          client_host=m.client_host, member_metadata=m.metadata, member_assignment=m.assignment)
+                   for m in summary.members]
+        groups.append(Described(error_code=0, error_message=None, group_id=group_id, group_state=summary.state,
+                                protocol_type=summary.protocol_type, protocol_data=summary.protocol_data,
+                                members=members, authorized_operations=operations))
+    return cls[version](throttle_time_ms=0, groups=groups)
+
+
+async def handle_list_groups(broker: Broker, request: Request):
+    body = request.body
+    version = request.header.api_version
+    cls = request.spec.response
+    states = {s.lower() for s in body.states_filter} if version >= 4 and body.states_filter else None
+    types = {t.lower() for t in body.types_filter} if version >= 5 and body.types_filter else None
+    listed = []
+    if types is None or CLASSIC_GROUP_TYPE in types:
+        for group_id, protocol_type, state in broker.coordinator.list_groups():
+            if states is None or state.lower() in states:
+                listed.append(cls.ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state,
+                                              group_type=CLASSIC_GROUP_TYPE))
+    return cls[version](throttle_time_ms=0, error_code=0, groups=listed)
+
+
+async def handle_delete_groups(broker: Broker, request: Request):
+    body = request.body
+    version = request.header.api_version
+    cls = request.spec.response
+    results = [cls.DeletableGroupResult(group_id=g, error_code=await broker.coordinator.delete(g))
+               for g in body.groups_names]
+    return cls[version](throttle_time_ms=0, results=results)
