@@ -11,9 +11,9 @@ Transitions follow Kafka's GroupCoordinator; `ALLOWED_FROM` is the table.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable
 
 from protocol.errors import ErrorCode
 

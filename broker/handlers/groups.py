@@ -39,13 +39,13 @@ async def handle_find_coordinator(broker: Broker, request: Request):
 
 def _coordinator(broker: Broker, key_type: int, ok_message: str) -> dict:
     if key_type == GROUP_KEY:
-        return dict(error_code=0, error_message=ok_message, node_id=broker.node_id,
-                    host=broker.advertised_host, port=broker.advertised_port)
+        return {"error_code": 0, "error_message": ok_message, "node_id": broker.node_id,
+                "host": broker.advertised_host, "port": broker.advertised_port}
     if key_type == TRANSACTION_KEY:  # transactions are not supported yet: no transaction coordinator
-        return dict(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=NOT_AVAILABLE_MESSAGE,
-                    node_id=-1, host="", port=-1)
-    return dict(error_code=ErrorCode.INVALID_REQUEST, error_message=f"unknown key type {key_type}",
-                node_id=-1, host="", port=-1)
+        error, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, NOT_AVAILABLE_MESSAGE
+    else:
+        error, message = ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}"
+    return {"error_code": error, "error_message": message, "node_id": -1, "host": "", "port": -1}
 
 
 async def handle_join_group(broker: Broker, request: Request):
