@@ -52,6 +52,9 @@ async def serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
         log.info("closing %s: %s", peer, exc)
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         pass
+    except Exception:
+        # Whatever happens on one connection must never reach the listener's nursery.
+        log.exception("connection %s failed", peer)
     finally:
         with trio.CancelScope(shield=True):
             await stream.aclose()
@@ -72,13 +75,13 @@ async def _answer(broker: Broker, frame: bytes, peer: str) -> bytes | None:
         raise _CloseConnection(f"unsupported version {request.header.api_version} of api {request.header.api_key}")
     try:
         body = await dispatch(broker, request)
+        if body is None:  # acks=0 produce
+            return None
+        return encode_response(request.header, body)
     except Exception:
         log.exception("handler bug on %s v%d from %s (client %r)", request.spec.name,
                       request.header.api_version, peer, request.header.client_id)
         raise _CloseConnection("internal error") from None
-    if body is None:  # acks=0 produce
-        return None
-    return encode_response(request.header, body)
 
 
 def _peer(stream: trio.SocketStream) -> str:

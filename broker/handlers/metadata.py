@@ -12,7 +12,7 @@ from protocol.codec import Request
 from protocol.errors import ErrorCode
 from store import TopicMeta
 
-NO_AUTHORIZED_OPERATIONS = -2147483648
+NO_AUTHORIZED_OPERATIONS = None  # kafka-python encodes None as -2147483648 ("not requested")
 
 
 async def handle_metadata(broker: Broker, request: Request):
