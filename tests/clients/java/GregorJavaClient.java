@@ -57,7 +57,8 @@ public final class GregorJavaClient {
         "          [--idempotence true|false] [--partition P] [--key-prefix K] [--value-prefix V]",
         "          [--value-size S] [--headers k=v[,k=v]] [--timestamp MS [--timestamp-step MS]] [--sync]",
         "          record i: key K+i (null without --key-prefix), value V+i (default 'value-'+i) padded",
-        "          with '.' or cut to S bytes; prints {index, partition, offset, timestamp} per ack",
+        "          with '.' or cut to S bytes, {i} in header values becomes i, timestamp MS + i * step;",
+        "          prints {index, partition, offset, timestamp} per acknowledged record",
         "  consume-assign --topic T [--partitions 0,1] [--from earliest|latest|OFFSET|time:MS]",
         "          [--max N] [--to-end]   reads until N records, the end offsets seen at start, or T ms",
         "  consume-group --group G --topic T[,T2] [--from earliest|latest] [--max N] [--no-commit]",
@@ -131,7 +132,7 @@ public final class GregorJavaClient {
             for (int i = 0; i < count && failure.get() == null; i++) {
                 final int index = i;
                 RecordHeaders hs = new RecordHeaders();
-                for (String[] h : headers) hs.add(h[0], h[1].getBytes(StandardCharsets.UTF_8));
+                for (String[] h : headers) hs.add(h[0], utf8(h[1].replace("{i}", String.valueOf(i))));
                 byte[] key = keyPrefix == null ? null : utf8(keyPrefix + i);
                 byte[] value = sized(utf8(valuePrefix + i), valueSize);
                 Long ts = ts0 == null ? null : ts0 + i * tsStep;
