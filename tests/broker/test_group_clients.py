@@ -1,0 +1,172 @@
+"""Consumer groups end to end with kafka-python against a live broker.
+
+Clustering consumption (members of one group share the partitions) and
+broadcast consumption (separate groups each read everything), with synchronous
+commits, a member leaving mid-stream, and a broker killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections import Counter
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+
+pytestmark = pytest.mark.clients
+
+PARTITIONS = 12
+SETTINGS = {"group.initial.rebalance.delay.ms": "300", "commitlog.segment.bytes": str(8 << 20)}
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+    finally:
+        admin.close()
+
+
+def produce(bootstrap: str, topic: str, first: int, count: int, partitions: int = PARTITIONS) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    try:
+        for i in range(first, first + count):
+            producer.send(topic, value=f"m{i}".encode(), partition=i % partitions)
+        producer.flush()
+    finally:
+        producer.close()
+
+
+def consumer(bootstrap: str, group: str, topic: str | None = None, client_id: str = "gregor-test") -> KafkaConsumer:
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id=client_id,
+                      auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
+                      heartbeat_interval_ms=500, max_poll_interval_ms=10000, fetch_max_wait_ms=100)
+    if topic is not None:
+        c.subscribe([topic])
+    return c
+
+
+class Member(threading.Thread):
+    """One group member: poll, record, commit synchronously, repeat until told to stop."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str, seen: list) -> None:
+        super().__init__(name=name, daemon=True)
+        self.consumer = consumer(bootstrap, group, topic, client_id=name)
+        self.seen = seen
+        self.stop_event = threading.Event()
+        self.assigned: set[int] = set()
+        self.error: Exception | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stop_event.is_set():
+                batches = self.consumer.poll(timeout_ms=200)
+                for records in batches.values():
+                    self.seen.extend((self.name, r.partition, r.offset, r.value) for r in records)
+                if batches:
+                    self.consumer.commit()
+                self.assigned = {tp.partition for tp in self.consumer.assignment()}
+            self.consumer.close()  # leaves the group
+        except Exception as exc:  # noqa: BLE001 - reported by the test thread
+            self.error = exc
+
+
+def wait_for(condition, timeout: float, what: str, members: list[Member] = ()) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for m in members:
+            if m.error is not None:
+                raise AssertionError(f"{m.name} failed") from m.error
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_three_members_split_partitions_and_take_over_when_one_leaves(fresh_broker, topic_name):
+    bootstrap = fresh_broker(**SETTINGS).bootstrap
+    create_topic(bootstrap, topic_name)
+    produce(bootstrap, topic_name, 0, 600)
+    seen: list = []
+    members = [Member(bootstrap, "clustering", topic_name, f"member-{i}", seen) for i in range(3)]
+    for m in members:
+        m.start()
+    try:
+        def split_three_ways() -> bool:
+            parts = [m.assigned for m in members]
+            return all(parts) and sum(map(len, parts)) == PARTITIONS and set().union(*parts) == set(range(PARTITIONS))
+
+        wait_for(lambda: split_three_ways() and len(seen) >= 600, 60, "three-way split", members)
+        leaving = members.pop()
+        leaving.stop_event.set()
+        leaving.join(15)
+        assert leaving.error is None
+        produce(bootstrap, topic_name, 600, 600)
+
+        def two_take_over() -> bool:
+            parts = [m.assigned for m in members]
+            return all(parts) and set().union(*parts) == set(range(PARTITIONS)) and sum(map(len, parts)) == PARTITIONS
+
+        wait_for(lambda: two_take_over() and len(seen) >= 1200, 60, "takeover by the two others", members)
+        time.sleep(0.5)  # a late duplicate would show up here
+    finally:
+        for m in members:
+            m.stop_event.set()
+        for m in members:
+            m.join(15)
+    values = Counter(value for _, _, _, value in seen)
+    assert set(values) == {f"m{i}".encode() for i in range(1200)}, "messages lost"
+    assert [v for v, n in values.items() if n > 1] == [], "messages read twice"
+    assert {name for name, *_ in seen} == {"member-0", "member-1", "member-2"}
+
+
+def read_all(bootstrap: str, group: str, topic: str, expected: int) -> list[bytes]:
+    c = consumer(bootstrap, group, topic)
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(got) < expected and time.monotonic() < deadline:
+            for records in c.poll(timeout_ms=200).values():
+                got.extend(r.value for r in records)
+            c.commit()
+    finally:
+        c.close()
+    return got
+
+
+def test_two_groups_on_one_topic_each_read_everything(fresh_broker, topic_name):
+    bootstrap = fresh_broker(**SETTINGS).bootstrap
+    create_topic(bootstrap, topic_name)
+    produce(bootstrap, topic_name, 0, 240)
+    everything = sorted(f"m{i}".encode() for i in range(240))
+    assert sorted(read_all(bootstrap, "broadcast-a", topic_name, 240)) == everything
+    assert sorted(read_all(bootstrap, "broadcast-b", topic_name, 240)) == everything
+
+
+@pytest.mark.crash
+def test_group_resumes_from_last_commit_after_broker_sigkill(fresh_broker, topic_name):
+    broker = fresh_broker(**SETTINGS)
+    create_topic(broker.bootstrap, topic_name, 2)
+    produce(broker.bootstrap, topic_name, 0, 100, partitions=2)
+    c = consumer(broker.bootstrap, "survivor")
+    c.assign([TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)])
+    c.seek_to_beginning()
+    got = 0
+    while got < 20:
+        for records in c.poll(timeout_ms=200).values():
+            got += len(records)
+    committed = {tp: c.position(tp) for tp in c.assignment()}
+    c.commit()  # the simple-commit path: assign() users commit with generation -1
+    c.close(autocommit=False)
+    broker.stop(signal.SIGKILL)
+    broker.log_path.write_text("")  # so that start() reads the new port, not the old one
+    broker.start()
+    after = consumer(broker.bootstrap, "survivor")
+    try:
+        for tp, offset in committed.items():
+            assert after.committed(tp) == offset
+    finally:
+        after.close()
