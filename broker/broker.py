@@ -24,13 +24,15 @@ MAX_TOPIC_LENGTH = 249
 def topic_name_error(name: str | None) -> str | None:
     """Kafka's Topic.validate rules; None when the name is legal."""
     if not name:
-        return "topic name is empty"
+        return "Topic name is invalid: the empty string is not allowed"
     if name in (".", ".."):
-        return "topic name cannot be '.' or '..'"
+        return f"Topic name is invalid: '{name}' is not allowed"
     if len(name) > MAX_TOPIC_LENGTH:
-        return f"topic name is longer than {MAX_TOPIC_LENGTH} characters"
+        return (f"Topic name is invalid: the length of '{name}' is longer than the max allowed length "
+                f"{MAX_TOPIC_LENGTH}")
     if not LEGAL_TOPIC.match(name):
-        return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'"
+        return (f"Topic name is invalid: '{name}' contains one or more characters other than ASCII "
+                "alphanumerics, '.', '_' and '-'")
     return None
 
 

@@ -37,9 +37,12 @@ CODEC_ZSTD = 4
 class InvalidBatch(Exception):
     """A batch a broker must refuse; carries the Kafka error code to answer with."""
 
-    def __init__(self, error_code: ErrorCode, message: str) -> None:
+    def __init__(self, error_code: ErrorCode, message: str, *, record_level: bool = False) -> None:
         super().__init__(message)
         self.error_code = error_code
+        # Kafka finds these in LogValidator, after it has the log: its answer then carries the
+        # partition's log start offset, where header-level refusals carry -1.
+        self.record_level = record_level
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,14 +136,14 @@ def validate_produce_records(records: bytes | bytearray | memoryview | None,
                            f"record batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
     header = parse_header(records)
     if header.base_offset != 0:
-        raise InvalidBatch(ErrorCode.INVALID_RECORD, "a produced batch must have baseOffset 0")
+        raise InvalidBatch(ErrorCode.INVALID_RECORD, "a produced batch must have baseOffset 0", record_level=True)
     if crc32c.crc32c(memoryview(records)[CRC_START:]) != header.crc:
         raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "record batch CRC-32C mismatch")
     if header.record_count <= 0 or header.last_offset_delta + 1 != header.record_count:
         raise InvalidBatch(ErrorCode.INVALID_RECORD,
-                           "lastOffsetDelta + 1 must equal a positive record count")
+                           "lastOffsetDelta + 1 must equal a positive record count", record_level=True)
     if header.is_control:
-        raise InvalidBatch(ErrorCode.INVALID_RECORD, "clients may not produce control batches")
+        raise InvalidBatch(ErrorCode.INVALID_RECORD, "clients may not produce control batches", record_level=True)
     if header.producer_id >= 0 and header.base_sequence < 0:
         raise InvalidBatch(ErrorCode.INVALID_RECORD, "idempotent batch without a base sequence")
     return header

@@ -95,7 +95,7 @@ async def handle_list_offsets(broker: Broker, request: Request):
             error, timestamp, offset = _list_offset(broker, meta, t.name, p, version,
                                                     seen[(t.name, p.partition_index)] > 1)
             parts.append(Part(partition_index=p.partition_index, error_code=error, timestamp=timestamp,
-                              offset=offset, leader_epoch=LEADER_EPOCH if error == 0 else -1))
+                              offset=offset, leader_epoch=LEADER_EPOCH if error == 0 and offset >= 0 else -1))
         topics.append(cls.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return cls[version](throttle_time_ms=0, topics=topics)
 

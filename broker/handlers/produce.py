@@ -7,6 +7,7 @@ mode, wait for the group commit without blocking the event loop.
 
 from __future__ import annotations
 
+import logging
 import time
 
 import trio
@@ -17,6 +18,8 @@ from protocol.codec import Request
 from protocol.errors import ErrorCode
 from protocol.record_batch import InvalidBatch, stamp_log_append_time, validate_produce_records
 from store import StorageFull, StoreError
+
+log = logging.getLogger("gregor.produce")
 
 
 async def handle_produce(broker: Broker, request: Request):
@@ -62,7 +65,9 @@ def _append_one(broker: Broker, topic: str, partition: int, records: bytes | Non
     try:
         header = validate_produce_records(records, broker.max_message_bytes(meta))
     except InvalidBatch as exc:
-        return _error(exc.error_code, log_start, str(exc)), None
+        # Kafka answers a refused batch with no message and log_start_offset -1; the reason goes to the log.
+        log.info("refused batch for %s-%d: %s", topic, partition, exc)
+        return _error(exc.error_code, log_start if exc.record_level else -1), None
     check = broker.producers.check(topic, partition, header)
     if check.verdict is Verdict.REJECT:
         return _error(check.error, log_start), None

@@ -3,14 +3,17 @@ DescribeConfigs, with Kafka's validation order and messages."""
 
 from __future__ import annotations
 
+import uuid
+
 from broker.broker import Broker, topic_name_error
 from broker.config import SETTINGS
-from broker.topic_configs import BOOLEAN, LONG, STRING, TOPIC_CONFIGS, config_error
+from broker.topic_configs import BOOLEAN, GREGOR_TOPIC_CONFIGS, LONG, STRING, TOPIC_CONFIGS, config_error
 from protocol.codec import Request
 from protocol.errors import ErrorCode
 from store import TopicExists, UnknownTopic
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+GREGOR_ONLY = {name for name, _, _ in GREGOR_TOPIC_CONFIGS}
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 
 
@@ -18,6 +21,8 @@ def effective_configs(broker: Broker, overrides: dict[str, str]) -> list[tuple[s
     """(name, value, config_source, config_type) for every topic config, sorted by name."""
     out = []
     for name, (default, kind) in sorted(TOPIC_CONFIGS.items()):
+        if name in GREGOR_ONLY and name not in overrides:
+            continue  # listed only when set, so a plain topic describes exactly as on Kafka
         if name in overrides:
             out.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG, kind))
             continue
@@ -47,7 +52,9 @@ async def handle_create_topics(broker: Broker, request: Request):
         topic_id, configs = None, []
         if error == ErrorCode.NONE:
             overrides = {c.name: c.value for c in t.configs}
-            if not body.validate_only:
+            if body.validate_only:
+                topic_id = uuid.uuid4()  # Kafka returns a would-be topic id for a validated topic
+            else:
                 try:
                     meta = broker.store.create_topic(t.name, partitions, overrides)
                     topic_id = meta.topic_id
