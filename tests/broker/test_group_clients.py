@@ -170,3 +170,91 @@ def test_group_resumes_from_last_commit_after_broker_sigkill(fresh_broker, topic
             assert after.committed(tp) == offset
     finally:
         after.close()
+
+
+class LibrdkafkaMember:
+    """A confluent-kafka member; every member is polled from the test thread (librdkafka runs the
+    group protocol in its own threads). Each message is committed synchronously. A commit that
+    races a rebalance fails with ILLEGAL_GENERATION (as on Kafka: librdkafka pipelines it behind
+    its JoinGroup); it is retried, at the latest on revocation, before the partition can move."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str, assignor: str, seen: list) -> None:
+        from confluent_kafka import Consumer
+
+        self.name, self.seen = name, seen
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                  "partition.assignment.strategy": assignor, "session.timeout.ms": 6000,
+                                  "heartbeat.interval.ms": 500, "max.poll.interval.ms": 10000,
+                                  "fetch.wait.max.ms": 100})
+        self.assigned: set[int] = set()
+        self.unacknowledged: dict[int, object] = {}  # partition -> last message whose commit failed
+        self.consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked)
+
+    def _assigned(self, consumer, partitions) -> None:
+        self.assigned |= {p.partition for p in partitions}
+
+    def _revoked(self, consumer, partitions) -> None:
+        self._retry_commits()
+        self.assigned -= {p.partition for p in partitions}
+
+    def _commit(self, msg) -> bool:
+        from confluent_kafka import KafkaError, KafkaException
+
+        try:
+            self.consumer.commit(message=msg, asynchronous=False)
+            return True
+        except KafkaException as exc:
+            if exc.args[0].code() not in (KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS):
+                raise
+            return False
+
+    def _retry_commits(self) -> None:
+        for partition, msg in list(self.unacknowledged.items()):
+            if self._commit(msg):
+                del self.unacknowledged[partition]
+
+    def poll(self) -> None:
+        self._retry_commits()
+        msg = self.consumer.poll(0.05)
+        if msg is not None and msg.error() is None:
+            self.seen.append((self.name, msg.partition(), msg.offset(), msg.value()))
+            if not self._commit(msg):
+                self.unacknowledged[msg.partition()] = msg
+
+
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+def test_librdkafka_members_split_partitions_and_take_over_when_one_leaves(fresh_broker, topic_name, assignor):
+    pytest.importorskip("confluent_kafka")
+    bootstrap = fresh_broker(**SETTINGS).bootstrap
+    create_topic(bootstrap, topic_name)
+    produce(bootstrap, topic_name, 0, 600)
+    seen: list = []
+    members = [LibrdkafkaMember(bootstrap, f"clustering-{assignor}", topic_name, f"member-{i}", assignor, seen)
+               for i in range(3)]
+
+    def poll_until(condition, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            for m in members:
+                m.poll()
+
+    def covered(n: int) -> bool:
+        parts = [m.assigned for m in members]
+        return (len(parts) == n and all(parts) and sum(map(len, parts)) == PARTITIONS
+                and set().union(*parts) == set(range(PARTITIONS)))
+
+    try:
+        poll_until(lambda: covered(3) and len(seen) >= 600, 60, "three-way split")
+        members.pop().consumer.close()  # commits nothing new, leaves the group
+        produce(bootstrap, topic_name, 600, 600)
+        poll_until(lambda: covered(2) and len(seen) >= 1200, 60, "takeover by the two others")
+        end = time.monotonic() + 0.5  # a late duplicate would show up here
+        poll_until(lambda: time.monotonic() > end, 5, "quiet")
+    finally:
+        for m in members:
+            m.consumer.close()
+    values = Counter(value for _, _, _, value in seen)
+    assert set(values) == {f"m{i}".encode() for i in range(1200)}, "messages lost"
+    assert [v for v, n in values.items() if n > 1] == [], "messages read twice"
