@@ -32,11 +32,12 @@ class BrokerProcess:
             args += ["--set", f"{key}={value}"]
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
         log = open(self.log_path, "ab")
+        seen = self.log_path.stat().st_size
         self.proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=log)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            text = self.log_path.read_text(errors="replace")
-            match = READY.search(text.split("gregor ready")[-1]) if "gregor ready" in text else None
+            text = self.log_path.read_bytes()[seen:].decode(errors="replace")
+            match = READY.search(text)
             if match:
                 self.bootstrap = f"{match.group(1)}:{match.group(2)}"
                 return self.bootstrap

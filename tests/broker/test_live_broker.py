@@ -1,0 +1,115 @@
+"""Produce/fetch behaviour on a live broker that the recordings do not cover:
+long polling woken by appends, sync flush, restarts, auto-create off."""
+
+import threading
+import time
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from tests.broker.wire import WireClient
+
+
+def batch(n=3, value=b"v"):
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    for i in range(n):
+        b.append(i, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
+    return bytes(b.build())
+
+
+def produce(client, topic, records, partition=0, acks=1):
+    T = ProduceRequest.TopicProduceData
+    req = ProduceRequest[9](transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
+        T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])])
+    return client.request(req).responses[0].partition_responses[0]
+
+
+def fetch(client, topic, offset, max_wait_ms=0, min_bytes=1):
+    F = FetchRequest.FetchTopic
+    req = FetchRequest[12](replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
+                           isolation_level=0, session_id=0, session_epoch=-1,
+                           topics=[F(topic=topic, partitions=[F.FetchPartition(
+                               partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                               log_start_offset=-1, partition_max_bytes=1 << 20)])],
+                           forgotten_topics_data=[], rack_id="")
+    return client.request(req).responses[0].partitions[0]
+
+
+def create(client, topic):
+    client.request(MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name=topic, topic_id=None)],
+                                       allow_auto_topic_creation=True, include_topic_authorized_operations=False))
+
+
+def test_long_poll_returns_as_soon_as_a_record_arrives(gregor, topic_name):
+    reader, writer = WireClient(gregor), WireClient(gregor)
+    create(reader, topic_name)
+    threading.Timer(0.3, lambda: produce(writer, topic_name, batch())).start()
+    start = time.monotonic()
+    part = fetch(reader, topic_name, 0, max_wait_ms=10_000)
+    elapsed = time.monotonic() - start
+    assert part.error_code == 0 and part.high_watermark == 3 and len(part.records) > 0
+    assert 0.2 < elapsed < 5.0
+
+
+def test_long_poll_with_nothing_arriving_waits_max_wait(gregor, topic_name):
+    client = WireClient(gregor)
+    create(client, topic_name)
+    start = time.monotonic()
+    part = fetch(client, topic_name, 0, max_wait_ms=400)
+    assert part.records in (b"", None) and part.high_watermark == 0
+    assert 0.35 < time.monotonic() - start < 3.0
+
+
+def test_fetch_mid_batch_returns_the_whole_batch(gregor, topic_name):
+    client = WireClient(gregor)
+    create(client, topic_name)
+    produce(client, topic_name, batch(5))
+    produce(client, topic_name, batch(5))
+    part = fetch(client, topic_name, 7)
+    assert int.from_bytes(part.records[:8], "big") == 5  # the batch containing offset 7 starts at 5
+
+
+def test_data_survives_clean_restart(fresh_broker, topic_name):
+    broker = fresh_broker()
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    for i in range(100):
+        producer.send(topic_name, value=b"m%d" % i)
+    producer.flush()
+    producer.close()
+    assert broker.stop() == 0
+    broker.start()
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                             enable_auto_commit=False, consumer_timeout_ms=3000)
+    consumer.assign([TopicPartition(topic_name, 0)])
+    assert [r.value for r in consumer] == [b"m%d" % i for i in range(100)]
+    consumer.close()
+
+
+def test_sync_flush_mode_acknowledges_after_group_commit(fresh_broker, topic_name):
+    broker = fresh_broker(**{"flush.mode": "sync"})
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+    futures = [producer.send(topic_name, value=b"x" * 100) for _ in range(500)]
+    producer.flush()
+    offsets = sorted(f.get(timeout=10).offset for f in futures)
+    producer.close()
+    assert offsets == list(range(500))
+    broker.stop(sig=9)  # SIGKILL: acknowledged data was fsynced
+    broker.start()
+    client = WireClient(broker.bootstrap)
+    assert fetch(client, topic_name, 0).high_watermark == 500
+
+
+def test_auto_create_off_leaves_unknown_topics_unknown(fresh_broker, topic_name):
+    broker = fresh_broker(**{"auto.create.topics.enable": "false"})
+    client = WireClient(broker.bootstrap)
+    create(client, topic_name)
+    create(client, topic_name)
+    meta = client.request(MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name=topic_name)],
+                                              allow_auto_topic_creation=True,
+                                              include_topic_authorized_operations=False))
+    assert meta.topics[0].error_code == 3
+    assert produce(client, topic_name, batch()).error_code == 3
