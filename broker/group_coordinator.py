@@ -85,6 +85,7 @@ class GroupCoordinator:
         self.max_session_timeout_ms = max_session_timeout_ms
         self.groups: dict[str, Group] = {}
         self._wakeup = trio.Event()
+        self._scheduled = math.inf  # when the timer task will next look at the groups
 
     @classmethod
     def from_config(cls, config: BrokerConfig, offsets: OffsetBackend) -> GroupCoordinator:
@@ -100,11 +101,11 @@ class GroupCoordinator:
         return math.ceil(trio.current_time() * 1000)
 
     async def run(self) -> None:
-        """Fire group deadlines as they fall due; woken early whenever a group changes."""
+        """Fire group deadlines as they fall due; woken early when a group needs an earlier one."""
         while True:
-            deadline = min((d for g in self.groups.values() if (d := g.next_deadline()) is not None),
-                           default=math.inf)
-            with trio.move_on_at(deadline / 1000):
+            self._scheduled = min((d for g in self.groups.values() if (d := g.next_deadline()) is not None),
+                                  default=math.inf)
+            with trio.move_on_at(self._scheduled / 1000):
                 await self._wakeup.wait()
             self._wakeup = trio.Event()
             now = self.now_ms()
@@ -113,7 +114,9 @@ class GroupCoordinator:
 
     def _changed(self, group: Group) -> None:
         group.expire(self.now_ms())  # deadlines already due, such as a zero initial delay
-        self._wakeup.set()
+        deadline = group.next_deadline()
+        if deadline is not None and deadline < self._scheduled:
+            self._wakeup.set()
 
     # --- lookup ------------------------------------------------------------------------------
 
