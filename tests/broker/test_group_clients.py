@@ -40,10 +40,11 @@ def produce(bootstrap: str, topic: str, first: int, count: int, partitions: int 
         producer.close()
 
 
-def consumer(bootstrap: str, group: str, topic: str | None = None, client_id: str = "gregor-test") -> KafkaConsumer:
+def consumer(bootstrap: str, group: str, topic: str | None = None, client_id: str = "gregor-test",
+             **extra) -> KafkaConsumer:
     c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id=client_id,
                       auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
-                      heartbeat_interval_ms=500, max_poll_interval_ms=10000, fetch_max_wait_ms=100)
+                      heartbeat_interval_ms=500, max_poll_interval_ms=10000, fetch_max_wait_ms=100, **extra)
     if topic is not None:
         c.subscribe([topic])
     return c
@@ -258,3 +259,48 @@ def test_librdkafka_members_split_partitions_and_take_over_when_one_leaves(fresh
     values = Counter(value for _, _, _, value in seen)
     assert set(values) == {f"m{i}".encode() for i in range(1200)}, "messages lost"
     assert [v for v, n in values.items() if n > 1] == [], "messages read twice"
+
+
+def test_static_member_restarting_within_its_session_gets_its_partitions_back_without_rebalance(
+        fresh_broker, topic_name):
+    from kafka import ConsumerRebalanceListener
+
+    class Revocations(ConsumerRebalanceListener):
+        count = 0
+
+        def on_partitions_revoked(self, revoked):
+            if revoked:
+                Revocations.count += 1
+
+        def on_partitions_assigned(self, assigned):
+            pass
+
+    bootstrap = fresh_broker(**SETTINGS).bootstrap
+    create_topic(bootstrap, topic_name)
+
+    def static(instance: str, listener=None) -> KafkaConsumer:
+        c = consumer(bootstrap, "static", None, client_id=instance, group_instance_id=instance)
+        c.subscribe([topic_name], listener=listener)
+        return c
+
+    a, b = static("host-a"), static("host-b", Revocations())
+
+    def poll_both(until, what: str, members) -> None:
+        deadline = time.monotonic() + 30
+        while not until():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            for c in members:
+                c.poll(timeout_ms=50)
+
+    poll_both(lambda: len(a.assignment()) + len(b.assignment()) == PARTITIONS and a.assignment() and b.assignment(),
+              "a two-way split", (a, b))
+    before_a, before_b, revoked = set(a.assignment()), set(b.assignment()), Revocations.count
+    a.close()  # a static member does not leave the group on close
+    again = static("host-a")
+    try:
+        poll_both(lambda: again.assignment(), "the restarted member's assignment", (again, b))
+        assert set(again.assignment()) == before_a
+        assert set(b.assignment()) == before_b and Revocations.count == revoked
+    finally:
+        again.close()
+        b.close()
