@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.clients.java_client import records_only, require_java, run_java
+from tests.clients.java_client import JavaClientError, records_only, require_java, run_java
 
 pytestmark = pytest.mark.clients
 
@@ -159,3 +159,31 @@ def test_consumer_group_commits_and_resumes_after_committed_offset(bootstrap, to
     java(bootstrap, "produce", "--topic", topic_name, "--count", "5", "--value-prefix", "late-")
     second = java(bootstrap, "consume-group", "--group", group, "--topic", topic_name, "--max", "5")
     assert sorted(r["value"] for r in records_only(second)) == [f"late-{i}" for i in range(5)]
+
+
+def test_acks_0_and_acks_1_produce_are_all_stored(bootstrap, topic_name):
+    create_topic(bootstrap, topic_name)
+    fire_and_forget = java(
+        bootstrap, "produce", "--topic", topic_name, "--count", "3", "--acks", "0", "--idempotence", "false"
+    )
+    assert [a["offset"] for a in fire_and_forget] == [-1, -1, -1]  # acks=0: the client never learns offsets
+    leader_acked = java(bootstrap, "produce", "--topic", topic_name, "--count", "3", "--acks", "1")
+    assert [a["offset"] for a in leader_acked] == [3, 4, 5]
+    got = java(bootstrap, "consume-assign", "--topic", topic_name, "--to-end")
+    assert [r["value"] for r in got] == [f"value-{i}" for i in (0, 1, 2, 0, 1, 2)]
+
+
+def test_record_above_broker_max_message_bytes_fails_with_record_too_large(bootstrap, topic_name):
+    create_topic(bootstrap, topic_name)
+    with pytest.raises(JavaClientError, match="RecordTooLargeException"):
+        java(
+            bootstrap, "produce", "--topic", topic_name, "--count", "1", "--value-size", "2000000",
+            "--prop", "max.request.size=5000000",  # let the broker, not the client, refuse it
+        )  # fmt: skip
+
+
+def test_fetch_beyond_log_end_without_reset_policy_fails_with_offset_out_of_range(bootstrap, topic_name):
+    create_topic(bootstrap, topic_name)
+    java(bootstrap, "produce", "--topic", topic_name, "--count", "3")
+    with pytest.raises(JavaClientError, match="OffsetOutOfRangeException"):
+        java(bootstrap, "consume-assign", "--topic", topic_name, "--from", "50", timeout_ms=5_000)
