@@ -18,7 +18,8 @@ from typing import Protocol
 import trio
 
 from broker.config import BrokerConfig
-from broker.group_state import Group, GroupState, JoinRequest, JoinResult, SyncResult
+from broker.group_member import JoinRequest, JoinResult, SyncResult
+from broker.group_state import Group, GroupState
 from protocol.errors import ErrorCode
 
 OFFSET_METADATA_TOO_LARGE = 12  # not (yet) in protocol.errors.ErrorCode

@@ -9,7 +9,7 @@ that is a metadata question, as in Kafka's KafkaApis.
 from __future__ import annotations
 
 from broker.broker import Broker
-from broker.group_state import JoinRequest
+from broker.group_member import JoinRequest
 from protocol.codec import Request
 from protocol.errors import ErrorCode
 
