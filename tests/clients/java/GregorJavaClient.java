@@ -28,6 +28,7 @@ import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.TopicDescription;
@@ -63,10 +64,14 @@ public final class GregorJavaClient {
         "          [--max N] [--to-end]   reads until N records, the end offsets seen at start, or T ms",
         "  consume-group --group G --topic T[,T2] [--from earliest|latest] [--max N] [--no-commit]",
         "          subscribes, commits consumed offsets with commitSync after every poll",
+        "  spark-read --topic T --partition P --from O --until U [--poll-ms 512]",
+        "          Spark's executor read loop: assign, then seek + poll + position per fetch, and on an",
+        "          empty poll seekToBeginning/seekToEnd + position; auto.offset.reset=none",
         "          records print {topic, partition, offset, timestamp, timestamp_type, key, key_b64,",
         "          value, value_b64, headers: [[k, v_utf8]]}; group events print {event, partitions}",
         "  admin create-topic --topic T [--partitions P] [--replication-factor R] [--config k=v]",
-        "  admin delete-topic --topic T | admin list-topics | admin describe-topics --topic T[,T2]",
+        "  admin create-partitions --topic T --partitions TOTAL | admin delete-topic --topic T",
+        "  admin list-topics | admin describe-topics --topic T[,T2]",
         "  admin list-offsets --topic T [--partitions 0,1] --spec earliest|latest|max-timestamp|time:MS",
         "  admin describe-configs (--topic T | --broker ID) | admin describe-cluster",
         "  admin list-groups | admin describe-group --group G | admin group-offsets --group G");
@@ -86,6 +91,7 @@ public final class GregorJavaClient {
                 case "produce": produce(a); break;
                 case "consume-assign": consumeAssign(a); break;
                 case "consume-group": consumeGroup(a); break;
+                case "spark-read": sparkRead(a); break;
                 case "admin": admin(a); break;
                 default: throw new UsageError("unknown command " + a.command);
             }
@@ -225,6 +231,45 @@ public final class GregorJavaClient {
         }
     }
 
+    /**
+     * Reads [from, until) of one partition the way Spark 4.x's KafkaDataConsumer does; records print
+     * like consume-assign's, each empty poll prints {event: "range", earliest, latest}.
+     */
+    static void sparkRead(Args a) {
+        TopicPartition tp = new TopicPartition(a.required("--topic"), a.intOpt("--partition", 0));
+        long offset = a.longOpt("--from", 0);
+        long until = a.longOpt("--until", Long.MAX_VALUE);
+        long deadline = System.currentTimeMillis() + a.timeoutMs;
+        Properties p = consumerProps(a, "spark-kafka-source-gregor-executor", "none");
+        try (KafkaConsumer<byte[], byte[]> c =
+                 new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+            c.assign(List.of(tp));
+            while (offset < until && System.currentTimeMillis() < deadline) {
+                c.seek(tp, offset);
+                List<ConsumerRecord<byte[], byte[]>> records =
+                    c.poll(Duration.ofMillis(a.longOpt("--poll-ms", 512))).records(tp);
+                long after = c.position(tp);
+                if (records.isEmpty()) {
+                    c.seekToBeginning(List.of(tp));
+                    long earliest = c.position(tp);
+                    c.seekToEnd(List.of(tp));
+                    long latest = c.position(tp);
+                    emit("event", "range", "earliest", earliest, "latest", latest,
+                         "position_after_poll", after);
+                    if (offset < earliest || offset > latest)
+                        throw new IllegalStateException("offset " + offset + " outside [" + earliest + ", "
+                            + latest + "]: Spark reports data loss here");
+                    continue;
+                }
+                for (ConsumerRecord<byte[], byte[]> r : records) {
+                    if (r.offset() >= until) break;
+                    emitRecord(r);
+                    offset = r.offset() + 1;
+                }
+            }
+        }
+    }
+
     /** Also proves the broker answers: an unreachable bootstrap fails here with a TimeoutException. */
     static List<PartitionInfo> partitionInfos(String topic, KafkaConsumer<?, ?> c) {
         List<PartitionInfo> infos = c.partitionsFor(topic);
@@ -278,6 +323,13 @@ public final class GregorJavaClient {
                     emit("topic", t.name(), "created", true,
                          "partitions", result.numPartitions(t.name()).get(),
                          "replication_factor", result.replicationFactor(t.name()).get());
+                    break;
+                }
+                case "create-partitions": {
+                    String topic = a.required("--topic");
+                    int total = Integer.parseInt(a.required("--partitions"));
+                    admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(total))).all().get();
+                    emit("topic", topic, "partitions", total);
                     break;
                 }
                 case "delete-topic":
