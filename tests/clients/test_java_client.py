@@ -5,6 +5,8 @@ Each test drives tests/clients/java/GregorJavaClient.java in a fresh JVM; see `r
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.clients.java_client import JavaClientError, records_only, require_java, run_java
@@ -187,3 +189,39 @@ def test_fetch_beyond_log_end_without_reset_policy_fails_with_offset_out_of_rang
     java(bootstrap, "produce", "--topic", topic_name, "--count", "3")
     with pytest.raises(JavaClientError, match="OffsetOutOfRangeException"):
         java(bootstrap, "consume-assign", "--topic", topic_name, "--from", "50", timeout_ms=5_000)
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_spark_executor_read_loop_starts_mid_batch_and_sees_range_at_end(bootstrap, topic_name, codec):
+    create_topic(bootstrap, topic_name)
+    java(bootstrap, "produce", "--topic", topic_name, "--count", "50", "--compression", codec)
+    lines = java(
+        bootstrap, "spark-read", "--topic", topic_name, "--partition", "0", "--from", "37", "--until", "60",
+        timeout_ms=4_000,
+    )  # fmt: skip
+    assert [r["offset"] for r in records_only(lines)] == list(range(37, 50))
+    ranges = [line for line in lines if line.get("event") == "range"]
+    assert ranges and all(r["earliest"] == 0 and r["latest"] == 50 for r in ranges)
+
+
+def test_log_append_time_topic_stamps_records_with_broker_time(bootstrap, topic_name):
+    java(
+        bootstrap, "admin", "create-topic", "--topic", topic_name,
+        "--config", "message.timestamp.type=LogAppendTime",
+    )  # fmt: skip
+    before = int(time.time() * 1000)
+    acks = java(bootstrap, "produce", "--topic", topic_name, "--count", "3", "--timestamp", "1000")
+    got = java(bootstrap, "consume-assign", "--topic", topic_name, "--to-end")
+    assert [r["timestamp_type"] for r in got] == ["LogAppendTime"] * 3
+    assert all(r["timestamp"] >= before - 5_000 for r in got)
+    assert [a["timestamp"] for a in acks] == [r["timestamp"] for r in got]
+
+
+def test_added_partitions_start_at_offset_zero(bootstrap, topic_name):
+    create_topic(bootstrap, topic_name)
+    java(bootstrap, "produce", "--topic", topic_name, "--count", "5")
+    java(bootstrap, "admin", "create-partitions", "--topic", topic_name, "--partitions", "3")
+    [described] = java(bootstrap, "admin", "describe-topics", "--topic", topic_name)
+    assert [p["partition"] for p in described["partitions"]] == [0, 1, 2]
+    acks = java(bootstrap, "produce", "--topic", topic_name, "--count", "2", "--partition", "2")
+    assert [(a["partition"], a["offset"]) for a in acks] == [(2, 0), (2, 1)]
