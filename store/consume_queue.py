@@ -34,6 +34,7 @@ def _map(path: Path, size: int, create: bool) -> np.ndarray:
         elif os.fstat(fd).st_size != size:
             raise CorruptEntry(f"consume queue file {path} has the wrong size")
         mm = mmap.mmap(fd, size)
+        mm.madvise(mmap.MADV_RANDOM)  # no readahead: a first touch must not fault in megabytes
     finally:
         os.close(fd)
     return np.frombuffer(mm, dtype=QUEUE_ENTRY)

@@ -59,6 +59,7 @@ class IndexFile:
         try:
             os.ftruncate(fd, size)
             mm = mmap.mmap(fd, size)
+            mm.madvise(mmap.MADV_RANDOM)
         finally:
             os.close(fd)
         HEADER.pack_into(mm, 0, MAGIC, FORMAT_VERSION, 0, slots, capacity, 0, 0, -1, -1, -1)

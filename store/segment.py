@@ -39,7 +39,7 @@ class Segment:
         self.start = start
         self.size = size
         self.fd = fd
-        self._mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
+        self._mm = mmap.mmap(fd, size)  # no MAP_POPULATE: CPython holds the GIL through mmap()
         self.view = memoryview(self._mm)
         self.newest_timestamp = -1  # store timestamp of the newest entry, -1 when unknown/empty
 
