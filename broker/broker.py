@@ -81,6 +81,15 @@ class Broker:
     def advertised_port(self) -> int:
         return self.config["advertised.port"] or self.port
 
+    @property
+    def producer_snapshot_path(self):
+        return self.config.data_dir / "producer_state.json"
+
+    def end_offsets(self) -> dict[tuple[str, str, int], int]:
+        """(topic, topic id, partition) -> log end offset, for the producer-state snapshot."""
+        return {(m.name, str(m.topic_id), p): self.store.high_watermark(m.name, p)
+                for m in self.store.topics().values() for p in range(m.partitions)}
+
     def topic(self, name: str) -> TopicMeta | None:
         return self.store.topics().get(name)
 

@@ -56,6 +56,7 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "group.min.session.timeout.ms": (int, 6000, "smallest session timeout a member may ask"),
     "group.max.session.timeout.ms": (int, 1800000, "largest session timeout a member may ask"),
     "offsets.retention.minutes": (int, 10080, "reported; committed offsets are kept"),
+    "producer.state.snapshot.interval.ms": (int, 30000, "how often idempotent-producer state is snapshotted"),
     "connections.max.idle.ms": (int, 600000, "close connections idle this long"),
     "request.timeout.ms": (int, 30000, "close a connection holding a partial frame this long"),
 }

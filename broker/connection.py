@@ -14,6 +14,7 @@ import trio
 
 from broker.broker import Broker
 from broker.handlers import dispatch
+from broker.peer import peer_host
 from protocol.codec import (MalformedRequest, UnsupportedRequest, decode_request, encode_response,
                             unsupported_api_versions_response)
 from protocol.api_versions import API_VERSIONS_KEY
@@ -25,6 +26,7 @@ READ_SIZE = 256 * 1024
 
 async def serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
     peer = _peer(stream)
+    peer_host.set("/" + peer.rsplit(":", 1)[0])
     decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
     idle_s = broker.config["connections.max.idle.ms"] / 1000
     partial_s = broker.config["request.timeout.ms"] / 1000

@@ -22,7 +22,7 @@ from broker.group_member import JoinRequest, JoinResult, SyncResult
 from broker.group_state import Group, GroupState
 from protocol.errors import ErrorCode
 
-OFFSET_METADATA_TOO_LARGE = 12  # not (yet) in protocol.errors.ErrorCode
+OFFSET_METADATA_TOO_LARGE = ErrorCode.OFFSET_METADATA_TOO_LARGE
 OFFSET_METADATA_MAX_BYTES = 4096  # Kafka's offset.metadata.max.bytes default
 
 Committed = tuple[int, str | None, int]  # offset, metadata, leader epoch

@@ -9,6 +9,7 @@ disk, so they stay unique across restarts.
 
 from __future__ import annotations
 
+import json
 import os
 from collections import deque
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from enum import Enum
 from pathlib import Path
 
 from protocol.errors import ErrorCode
-from protocol.record_batch import BatchHeader
+from protocol.record_batch import BatchHeader, parse_header
 
 BATCHES_KEPT = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 ID_BLOCK = 1000
@@ -115,3 +116,71 @@ class ProducerStateTable:
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self._entries if k[0] == topic]:
             del self._entries[key]
+
+
+# -- persistence across restarts ----------------------------------------------
+# The state is derived from the commitlog: a snapshot (written at clean shutdown and every
+# `producer.state.snapshot.interval.ms`) records it together with each partition's log end offset;
+# at start the batches appended after those offsets are replayed from the store. Without a
+# snapshot every retained batch is replayed. Only batch headers are read, never records.
+SNAPSHOT_VERSION = 1
+REPLAY_READ_BYTES = 4 * 1024 * 1024
+
+
+def snapshot_payload(table: ProducerStateTable, end_offsets: dict[tuple[str, str, int], int]) -> bytes:
+    """Serialise on the event loop (a consistent view); the caller writes it off the loop."""
+    entries = [[topic, partition, pid, entry.epoch,
+                [[b.first_seq, b.last_seq, b.base_offset, b.max_timestamp] for b in entry.batches]]
+               for (topic, partition, pid), entry in table._entries.items()]
+    ends = [[topic, topic_id, partition, end] for (topic, topic_id, partition), end in end_offsets.items()]
+    return json.dumps({"version": SNAPSHOT_VERSION, "end_offsets": ends, "entries": entries}).encode()
+
+
+def write_snapshot(path: Path, payload: bytes) -> None:
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(payload)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def restore(table: ProducerStateTable, path: Path, store) -> int:
+    """Load the snapshot if it is readable, then replay newer batches. Returns batches replayed."""
+    ends: dict[tuple[str, str, int], int] = {}
+    try:
+        data = json.loads(path.read_bytes())
+        if data.get("version") == SNAPSHOT_VERSION:
+            ends = {(t, tid, p): end for t, tid, p, end in data["end_offsets"]}
+            for topic, partition, pid, epoch, batches in data["entries"]:
+                entry = table._entries[(topic, partition, pid)] = ProducerEntry(epoch)
+                entry.batches.extend(BatchMetadata(*b) for b in batches)
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        ends = {}
+        table._entries.clear()
+    replayed = 0
+    for meta in store.topics().values():
+        for partition in range(meta.partitions):
+            start = store.log_start_offset(meta.name, partition)
+            offset = max(ends.get((meta.name, str(meta.topic_id), partition), start), start)
+            replayed += _replay(table, store, meta.name, partition, offset)
+    live = {(m.name, p) for m in store.topics().values() for p in range(m.partitions)}
+    for key in [k for k in table._entries if (k[0], k[1]) not in live]:
+        del table._entries[key]
+    return replayed
+
+
+def _replay(table: ProducerStateTable, store, topic: str, partition: int, offset: int) -> int:
+    count = 0
+    while offset < store.high_watermark(topic, partition):
+        batches = store.read(topic, partition, offset, REPLAY_READ_BYTES).batches
+        if not batches:
+            break
+        for view in batches:
+            header = parse_header(view)
+            if header.base_offset + header.last_offset_delta < offset:
+                continue
+            table.record(topic, partition, header, header.base_offset)
+            offset = header.base_offset + header.last_offset_delta + 1
+            count += 1
+    return count

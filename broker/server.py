@@ -14,6 +14,7 @@ import trio
 from broker.broker import Broker, new_cluster_id
 from broker.config import BrokerConfig
 from broker.connection import serve_connection
+from broker.producer_state import restore, snapshot_payload, write_snapshot
 from store import Store
 
 log = logging.getLogger("gregor.server")
@@ -34,13 +35,17 @@ def _cluster_id(data_dir: Path) -> str:
 async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     store = await trio.to_thread.run_sync(Store.open, config.data_dir, config.store_config())
+    broker = None
     try:
         broker = Broker(config, store, await trio.to_thread.run_sync(_cluster_id, config.data_dir))
+        replayed = await trio.to_thread.run_sync(restore, broker.producers, broker.producer_snapshot_path, store)
+        log.info("idempotent-producer state restored (%d batches replayed)", replayed)
         listeners = await trio.open_tcp_listeners(config.port, host=config.host)
         broker.port = listeners[0].socket.getsockname()[1]
         async with trio.open_nursery() as nursery:
             if broker.coordinator is not None:
                 nursery.start_soon(broker.coordinator.run)
+            nursery.start_soon(_snapshot_producers_periodically, broker)
             nursery.start_soon(partial(trio.serve_listeners, partial(serve_connection, broker), listeners,
                                        handler_nursery=nursery))
             print(f"gregor ready: listening on {config.host}:{broker.port} "
@@ -48,5 +53,18 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
             task_status.started(broker)
     finally:
         with trio.CancelScope(shield=True):
+            if broker is not None:
+                await _snapshot_producers(broker)
             await trio.to_thread.run_sync(store.close)
             log.info("store closed cleanly")
+
+
+async def _snapshot_producers(broker: Broker) -> None:
+    payload = snapshot_payload(broker.producers, broker.end_offsets())  # on the loop: a consistent view
+    await trio.to_thread.run_sync(write_snapshot, broker.producer_snapshot_path, payload)
+
+
+async def _snapshot_producers_periodically(broker: Broker) -> None:
+    while True:
+        await trio.sleep(broker.config["producer.state.snapshot.interval.ms"] / 1000)
+        await _snapshot_producers(broker)

@@ -9,6 +9,7 @@ that is a metadata question, as in Kafka's KafkaApis.
 from __future__ import annotations
 
 from broker.broker import Broker
+from broker.peer import peer_host
 from broker.group_member import JoinRequest
 from protocol.codec import Request
 from protocol.errors import ErrorCode
@@ -21,8 +22,7 @@ NOT_AVAILABLE_MESSAGE = "The coordinator is not available."
 
 
 def _client_host(request: Request) -> str:
-    # The connection does not hand the peer address to handlers yet.
-    return ""
+    return peer_host.get()  # "/<ip>", as Kafka reports it
 
 
 async def handle_find_coordinator(broker: Broker, request: Request):
