@@ -61,6 +61,33 @@ class AppendSignals:
                     del self.waiters[key]
 
 
+@dataclass
+class ConnectionCounts:
+    """max.connections and max.connections.per.ip, counted at accept."""
+
+    max_total: int
+    max_per_ip: int
+    total: int = 0
+    per_ip: dict[str, int] = field(default_factory=dict)
+
+    def admit(self, ip: str) -> str | None:
+        if self.total >= self.max_total:
+            return f"max.connections ({self.max_total}) reached"
+        if self.per_ip.get(ip, 0) >= self.max_per_ip:
+            return f"max.connections.per.ip ({self.max_per_ip}) reached for {ip}"
+        self.total += 1
+        self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
+        return None
+
+    def release(self, ip: str) -> None:
+        self.total -= 1
+        left = self.per_ip[ip] - 1
+        if left:
+            self.per_ip[ip] = left
+        else:
+            del self.per_ip[ip]
+
+
 class Broker:
     def __init__(self, config: BrokerConfig, store: Store, cluster_id: str) -> None:
         self.config = config
@@ -69,6 +96,7 @@ class Broker:
         self.node_id: int = config["node.id"]
         self.port: int = config.port  # replaced by the bound port once listening
         self.appends = AppendSignals()
+        self.connections = ConnectionCounts(config["max.connections"], config["max.connections.per.ip"])
         self.producers = ProducerStateTable(config.data_dir / "producer_ids")
         self.coordinator = GroupCoordinator.from_config(config, store.offsets)
         store.subscribe_appends(self.appends.notify)

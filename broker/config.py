@@ -57,6 +57,8 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "group.max.session.timeout.ms": (int, 1800000, "largest session timeout a member may ask"),
     "offsets.retention.minutes": (int, 10080, "reported; committed offsets are kept"),
     "producer.state.snapshot.interval.ms": (int, 30000, "how often idempotent-producer state is snapshotted"),
+    "max.connections": (int, 2147483647, "connections accepted at once; more are closed at accept"),
+    "max.connections.per.ip": (int, 2147483647, "connections accepted at once from one address"),
     "connections.max.idle.ms": (int, 600000, "close connections idle this long"),
     "request.timeout.ms": (int, 30000, "close a connection holding a partial frame this long"),
 }

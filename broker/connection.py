@@ -26,6 +26,19 @@ READ_SIZE = 256 * 1024
 
 async def serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
     peer = _peer(stream)
+    ip = peer.rsplit(":", 1)[0]
+    refusal = broker.connections.admit(ip)
+    if refusal:
+        log.warning("refusing connection from %s: %s", peer, refusal)
+        await stream.aclose()
+        return
+    try:
+        await _serve(broker, stream, peer)
+    finally:
+        broker.connections.release(ip)
+
+
+async def _serve(broker: Broker, stream: trio.SocketStream, peer: str) -> None:
     peer_host.set("/" + peer.rsplit(":", 1)[0])
     decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
     idle_s = broker.config["connections.max.idle.ms"] / 1000

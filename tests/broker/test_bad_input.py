@@ -2,6 +2,7 @@
 broker keeps serving every other client."""
 
 import struct
+import time
 
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
@@ -64,3 +65,40 @@ def test_partial_frame_held_open_is_closed_after_request_timeout(fresh_broker):
     victim = WireClient(broker.bootstrap)
     victim.send_raw(struct.pack(">i", 50) + b"\x00\x12")
     assert victim.closed_by_peer(timeout=5)
+
+
+def test_connections_above_max_connections_per_ip_are_closed(fresh_broker):
+    broker = fresh_broker(**{"max.connections.per.ip": "2"})
+    first, second = WireClient(broker.bootstrap), WireClient(broker.bootstrap)
+    assert first.request(ApiVersionsRequest[0]()).error_code == 0
+    assert second.request(ApiVersionsRequest[0]()).error_code == 0
+    third = WireClient(broker.bootstrap)
+    assert third.closed_by_peer()
+    assert "max.connections.per.ip (2) reached" in broker.log()
+    first.close()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:  # the slot frees once the broker sees the close
+        fourth = WireClient(broker.bootstrap)
+        fourth.send(ApiVersionsRequest[0]())
+        if fourth.receive_frame() is not None:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("a freed connection slot was never reused")
+    assert second.request(ApiVersionsRequest[0]()).error_code == 0
+
+
+def test_connections_above_max_connections_are_closed(fresh_broker):
+    broker = fresh_broker(**{"max.connections": "1"})
+    first = WireClient(broker.bootstrap)
+    assert first.request(ApiVersionsRequest[0]()).error_code == 0
+    assert WireClient(broker.bootstrap).closed_by_peer()
+    assert first.request(ApiVersionsRequest[0]()).error_code == 0
+
+
+def test_idle_connection_is_closed_after_connections_max_idle_ms(fresh_broker):
+    broker = fresh_broker(**{"connections.max.idle.ms": "300"})
+    idle = WireClient(broker.bootstrap)
+    assert idle.request(ApiVersionsRequest[0]()).error_code == 0
+    assert idle.closed_by_peer(timeout=5)
+    assert _healthy(broker.bootstrap)

@@ -113,3 +113,16 @@ def test_auto_create_off_leaves_unknown_topics_unknown(fresh_broker, topic_name)
                                               include_topic_authorized_operations=False))
     assert meta.topics[0].error_code == 3
     assert produce(client, topic_name, batch()).error_code == 3
+
+
+def test_per_topic_max_message_bytes_refuses_larger_batches(gregor, topic_name):
+    from kafka.protocol.admin import CreateTopicsRequest
+    client = WireClient(gregor)
+    T = CreateTopicsRequest.CreatableTopic
+    client.request(CreateTopicsRequest[5](topics=[T(name=topic_name, num_partitions=1, replication_factor=1,
+                                                    assignments=[], configs=[T.CreatableTopicConfig(
+                                                        name="max.message.bytes", value="2000")])],
+                                          timeout_ms=5000, validate_only=False))
+    assert produce(client, topic_name, batch(1, value=b"x" * 3000)).error_code == 10
+    assert produce(client, topic_name, batch(1, value=b"x" * 100)).error_code == 0
+    assert fetch(client, topic_name, 0).high_watermark == 1
