@@ -21,10 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from protocol.record_batch import parse_header  # noqa: E402
-from store import Store, StoreConfig  # noqa: E402
+from protocol.record_batch import parse_header
+from store import Store, StoreConfig
 
 BATCH_BYTES = 1024
 QUEUE_COUNTS = (1, 100, 1_000, 10_000)
@@ -72,6 +72,7 @@ def store_appends(tmp: Path, batch: bytes, queues: int, appends: int) -> float:
         store.create_topic(f"t{t}", per_topic, {})
     targets = [(f"t{t}", p) for t in range(topics) for p in range(per_topic)]
     header = parse_header(batch)
+    store.wait_for_preallocation()
     append = store.append
     n = len(targets)
     t0 = time.perf_counter()
@@ -90,6 +91,7 @@ def threaded_appends(tmp: Path, batch: bytes, mode: str, appends: int) -> float:
     store.create_topic("t", THREADS, {})
     header = parse_header(batch)
     per_thread = appends // THREADS
+    store.wait_for_preallocation()
     barrier = threading.Barrier(THREADS + 1)
 
     def run(p: int) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,16 +27,17 @@ log = logging.getLogger(__name__)
 
 
 class CommitLog:
-    def __init__(self, directory: Path, segment_bytes: int) -> None:
+    def __init__(self, directory: Path, segment_bytes: int, prezero: bool = False) -> None:
         self.directory = directory
         self.segment_bytes = segment_bytes
+        self.prezero = prezero
         directory.mkdir(parents=True, exist_ok=True)
         for stale in directory.glob("*.alloc"):
             stale.unlink()
         self.segments: list[Segment] = [Segment.open(p) for p in sorted(directory.iterdir())]
         self._starts = [s.start for s in self.segments]
         if not self.segments:
-            self._add(Segment.create(directory, 0, segment_bytes))
+            self._add(Segment.create(directory, 0, segment_bytes, prezero))
         self.active = self.segments[0]
         self.write_position = self.active.start
         self._ahead: Segment | None = None
@@ -97,7 +99,8 @@ class CommitLog:
             if nxt is None:
                 nxt = self.segment_at(old.end)
             if nxt is None:
-                nxt = Segment.create(self.directory, old.end, self.segment_bytes)  # StorageFull: nothing written
+                # StorageFull here leaves everything untouched
+                nxt = Segment.create(self.directory, old.end, self.segment_bytes, self.prezero)
                 self._add(nxt)
             local = self.write_position - old.start
             E.write_blank(old.view, local, old.size - local)
@@ -144,13 +147,22 @@ class CommitLog:
             existing = self.segment_at(start)
             if existing is None:
                 try:
-                    existing = Segment.create(self.directory, start, self.segment_bytes)
+                    existing = Segment.create(self.directory, start, self.segment_bytes, self.prezero)
                 except StorageFull:
                     return False
                 fsync_dir(self.directory)
                 self._add(existing)
             self._ahead = existing
             return True
+
+    def wait_ahead(self, timeout: float) -> bool:
+        """Block until the next segment is preallocated (benchmarks measure steady state)."""
+        deadline = time.monotonic() + timeout
+        while self._ahead is None:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
 
     # ---- flushing --------------------------------------------------------------------
     def flush(self, start: int, end: int) -> None:

@@ -84,7 +84,8 @@ class Store:
         root.mkdir(parents=True, exist_ok=True)
         registry = TopicRegistry(root / "topics.json")
         clean = take_clean_mark(root / "clean_shutdown")
-        commitlog = CommitLog(root / "commitlog", config.segment_bytes)
+        commitlog = CommitLog(root / "commitlog", config.segment_bytes,
+                              prezero=config.flush_mode == "sync")
         ckpt = Checkpoint.load(root / "checkpoint")
         parts = None
         if clean and ckpt is not None:
@@ -121,6 +122,10 @@ class Store:
                            (p.queue.log_start, p.queue.high_watermark)
                            for p in list(self._partitions.values()) if p.topic in self._registry.topics})
         ckpt.save(self.root / "checkpoint")
+
+    def wait_for_preallocation(self, timeout: float = 60.0) -> bool:
+        """Block until the allocator has the next commitlog segment ready."""
+        return self._log.wait_ahead(timeout)
 
     def flush(self) -> None:
         """Make everything appended so far durable (blocking)."""
