@@ -53,6 +53,8 @@ KAFKA_TOPIC_CONFIGS: tuple[tuple[str, str | None, int], ...] = (
 GREGOR_TOPIC_CONFIGS: tuple[tuple[str, str | None, int], ...] = (
     ("tag.header", "", STRING),          # record header whose value is the MetaQ tag
     ("key.index.enable", "false", BOOLEAN),  # index record keys for `gregor query --key`
+    ("view.source", "", STRING),         # this topic is a read-only view of that topic (broker/views.py)
+    ("view.tags", "", STRING),           # comma-separated tags the view lets through
 )
 
 TOPIC_CONFIGS = {name: (default, kind) for name, default, kind in KAFKA_TOPIC_CONFIGS + GREGOR_TOPIC_CONFIGS}

@@ -11,6 +11,8 @@ from __future__ import annotations
 import trio
 
 from broker.broker import Broker
+from broker.view_fetch import read_view
+from broker.views import TAG_HEADER, data_topic, view_of
 from protocol.codec import Request
 from protocol.errors import ErrorCode
 from store import OffsetOutOfRange
@@ -23,7 +25,8 @@ async def handle_fetch(broker: Broker, request: Request):
     body = request.body
     version = request.header.api_version
     cls = request.spec.response
-    keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
+    topics_now = broker.store.topics()
+    keys = [(data_topic(topics_now, t.topic), p.partition) for t in body.topics for p in t.partitions]
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     while True:
         topics, size, has_error = _read_all(broker, cls, body)
@@ -47,6 +50,9 @@ def _read_all(broker: Broker, cls, body):
     topics = []
     for topic in body.topics:
         meta = broker.topic(topic.topic)
+        view = view_of(meta)
+        if view is not None:
+            meta = broker.topic(view.source)
         parts = []
         for p in topic.partitions:
             if meta is None or not 0 <= p.partition < meta.partitions:
@@ -57,7 +63,11 @@ def _read_all(broker: Broker, cls, body):
                 continue
             limit = min(p.partition_max_bytes, remaining)
             try:
-                result = broker.store.read(topic.topic, p.partition, p.fetch_offset, max(limit, 1))
+                if view is None:
+                    result = broker.store.read(topic.topic, p.partition, p.fetch_offset, max(limit, 1))
+                else:
+                    result = read_view(broker.store, view, meta.configs[TAG_HEADER], p.partition,
+                                       p.fetch_offset, max(limit, 1))
             except OffsetOutOfRange:
                 has_error = True
                 parts.append(PartitionData(partition_index=p.partition, error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
@@ -68,7 +78,8 @@ def _read_all(broker: Broker, cls, body):
             if size and batches and (limit <= 0 or len(batches[0]) > limit):
                 batches = []  # KIP-74 exempts only the response's first batch from the limits
             records = b"".join(batches)
-            size += len(records)
+            # a view's empty gap batches move consumers on but are not data for min_bytes
+            size += len(records) if view is None else result.matched_bytes
             remaining -= len(records)
             hw = result.high_watermark
             parts.append(PartitionData(partition_index=p.partition, error_code=0, high_watermark=hw,
@@ -89,10 +100,12 @@ async def handle_list_offsets(broker: Broker, request: Request):
             seen[(t.name, p.partition_index)] = seen.get((t.name, p.partition_index), 0) + 1
     topics = []
     for t in body.topics:
-        meta = broker.topic(t.name)
+        view = view_of(broker.topic(t.name))
+        name = t.name if view is None else view.source  # a view answers with its source's offsets
+        meta = broker.topic(name)
         parts = []
         for p in t.partitions:
-            error, timestamp, offset = _list_offset(broker, meta, t.name, p, version,
+            error, timestamp, offset = _list_offset(broker, meta, name, p, version,
                                                     seen[(t.name, p.partition_index)] > 1)
             parts.append(Part(partition_index=p.partition_index, error_code=error, timestamp=timestamp,
                               offset=offset, leader_epoch=LEADER_EPOCH if error == 0 and offset >= 0 else -1))
@@ -129,7 +142,8 @@ async def handle_offset_for_leader_epoch(broker: Broker, request: Request):
     EpochEndOffset = cls.OffsetForLeaderTopicResult.EpochEndOffset
     topics = []
     for t in body.topics:
-        meta = broker.topic(t.topic)
+        name = data_topic(broker.store.topics(), t.topic)
+        meta = broker.topic(name)
         parts = []
         for p in t.partitions:
             if meta is None or not 0 <= p.partition < meta.partitions:
@@ -139,6 +153,6 @@ async def handle_offset_for_leader_epoch(broker: Broker, request: Request):
                 parts.append(EpochEndOffset(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1))
             else:
                 parts.append(EpochEndOffset(error_code=0, partition=p.partition, leader_epoch=LEADER_EPOCH,
-                                            end_offset=broker.store.high_watermark(t.topic, p.partition)))
+                                            end_offset=broker.store.high_watermark(name, p.partition)))
         topics.append(cls.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
     return cls[version](throttle_time_ms=0, topics=topics)

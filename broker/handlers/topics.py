@@ -8,6 +8,7 @@ import uuid
 from broker.broker import Broker, topic_name_error
 from broker.config import SETTINGS
 from broker.topic_configs import BOOLEAN, GREGOR_TOPIC_CONFIGS, LONG, STRING, TOPIC_CONFIGS, config_error
+from broker.views import is_view_config, view_config_error, view_of, views_of
 from protocol.codec import Request
 from protocol.errors import ErrorCode
 from store import TopicExists, UnknownTopic
@@ -103,6 +104,17 @@ def _validate_create(broker: Broker, t, duplicate: bool) -> tuple[ErrorCode, str
         problem = config_error(c.name, c.value)
         if problem:
             return ErrorCode.INVALID_CONFIG, problem, -1
+    configs = {c.name: c.value for c in t.configs}
+    if is_view_config(configs):
+        topics = broker.store.topics()
+        problem = view_config_error(t.name, configs, topics)
+        if problem:
+            return ErrorCode.INVALID_CONFIG, problem, -1
+        mirrored = topics[configs["view.source"]].partitions
+        if t.num_partitions not in (-1, mirrored) or (t.assignments and len(t.assignments) != mirrored):
+            return (ErrorCode.INVALID_PARTITIONS,
+                    f"A view has its source's {mirrored} partitions; ask for -1 or {mirrored}.", -1)
+        partitions = mirrored
     return ErrorCode.NONE, None, partitions
 
 
@@ -115,6 +127,7 @@ async def handle_delete_topics(broker: Broker, request: Request):
     else:
         wanted = [(name, None) for name in body.topic_names]
     results = []
+    cascaded: dict[str, object] = {}  # views deleted with their source in this request
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
             name = next((m.name for m in broker.store.topics().values() if m.topic_id == topic_id), None)
@@ -124,12 +137,19 @@ async def handle_delete_topics(broker: Broker, request: Request):
                                                         error_message="This server does not host this topic ID."))
                 continue
         meta = broker.topic(name)
+        if meta is None and name in cascaded:
+            results.append(cls.DeletableTopicResult(name=name, topic_id=cascaded[name], error_code=ErrorCode.NONE,
+                                                    error_message=None))
+            continue
         if meta is None:
             results.append(cls.DeletableTopicResult(name=name, topic_id=topic_id,
                                                     error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                     error_message="This server does not host this topic-partition."))
             continue
         try:
+            for view in views_of(broker.store.topics(), name):  # a source takes its views with it
+                cascaded[view] = broker.topic(view).topic_id
+                broker.store.delete_topic(view)
             broker.store.delete_topic(name)
             broker.producers.forget_topic(name)
             error, message = ErrorCode.NONE, None
@@ -149,6 +169,10 @@ async def handle_create_partitions(broker: Broker, request: Request):
         error, message = ErrorCode.NONE, None
         if meta is None:
             error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{t.name}' does not exist."
+        elif view_of(meta) is not None:
+            error = ErrorCode.INVALID_REQUEST
+            message = f"'{t.name}' is a view: it has its source's partitions; add them to '{view_of(meta).source}'."
+
         elif t.count < meta.partitions:
             error, message = (ErrorCode.INVALID_PARTITIONS,
                               f"Topic currently has {meta.partitions} partitions, which is higher than the "
@@ -157,6 +181,8 @@ async def handle_create_partitions(broker: Broker, request: Request):
             error, message = ErrorCode.INVALID_PARTITIONS, f"Topic already has {meta.partitions} partitions."
         elif not body.validate_only:
             broker.store.add_partitions(t.name, t.count)
+            for view in views_of(broker.store.topics(), t.name):
+                broker.store.add_partitions(view, t.count)
         results.append(cls.CreatePartitionsTopicResult(name=t.name, error_code=error, error_message=message))
     return cls[request.header.api_version](throttle_time_ms=0, results=results)
 
@@ -209,5 +235,9 @@ async def handle_describe_configs(broker: Broker, request: Request):
     return cls[version](throttle_time_ms=0, results=results)
 
 
-__all__ = ["handle_create_topics", "handle_delete_topics", "handle_create_partitions",
-           "handle_describe_configs"]
+__all__ = [
+    "handle_create_partitions",
+    "handle_create_topics",
+    "handle_delete_topics",
+    "handle_describe_configs",
+]
