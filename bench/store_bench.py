@@ -140,6 +140,12 @@ def render(rows: list[tuple[str, float, float]], sync: float, async_: float, app
         f"| sync / async | {sync / async_:.0%} |",
         "",
         "Targets: 10,000 queues >= 80% of 1 queue and >= 50% of plain write(); sync >= 50% of async.",
+        "",
+        "Notes: figures from a shared 2-CPU VM vary by 2x between runs; compare ratios within a run.",
+        "Sync mode is bounded by the disk's flush latency: 16 appenders each waiting for its own",
+        "append put at most 16 KiB behind one fdatasync, so with ~1 ms per fdatasync the ceiling is",
+        "~16 MB/s whatever the store does. More appends in flight per fsync (several producers or",
+        "requests per connection) raise it.",
     ]
     return "\n".join(lines)
 
