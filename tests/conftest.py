@@ -24,10 +24,11 @@ class BrokerProcess:
     proc: subprocess.Popen | None = None
     bootstrap: str = ""
     log_path: Path | None = None
+    port: int = 0
 
     def start(self, timeout: float = 30.0) -> str:
         args = [sys.executable, "-m", "broker", "serve", "--data-dir", str(self.data_dir),
-                "--host", "127.0.0.1", "--port", "0", "--log-level", "INFO"]
+                "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "INFO"]
         for key, value in self.settings.items():
             args += ["--set", f"{key}={value}"]
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
