@@ -14,6 +14,7 @@ import trio
 
 from broker.config import BrokerConfig
 from broker.group_coordinator import GroupCoordinator
+from broker.metrics import BrokerMetrics
 from broker.producer_state import ProducerStateTable
 from store import Store, TopicMeta
 
@@ -100,6 +101,8 @@ class Broker:
         self.producers = ProducerStateTable(config.data_dir / "producer_ids")
         self.coordinator = GroupCoordinator.from_config(config, store.offsets)
         store.subscribe_appends(self.appends.notify)
+        self.metrics = BrokerMetrics()
+        self.metrics.watch(self)
 
     @property
     def advertised_host(self) -> str:

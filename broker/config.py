@@ -69,6 +69,7 @@ class BrokerConfig:
     data_dir: Path = Path("gregor-data")
     host: str = "127.0.0.1"
     port: int = 9092
+    admin_port: int | None = None  # admin HTTP API (broker/admin_http.py); off when None
     values: dict[str, Any] = field(default_factory=lambda: {k: v[1] for k, v in SETTINGS.items()})
     explicit: set[str] = field(default_factory=set)  # names set by file or --set (STATIC_BROKER_CONFIG)
 

@@ -90,9 +90,9 @@ async def _answer(broker: Broker, frame: bytes, peer: str) -> bytes | None:
         raise _CloseConnection(f"unsupported version {request.header.api_version} of api {request.header.api_key}")
     try:
         body = await dispatch(broker, request)
-        if body is None:  # acks=0 produce
-            return None
-        return encode_response(request.header, body)
+        response = None if body is None else encode_response(request.header, body)  # None: acks=0 produce
+        broker.metrics.request(request.spec.name, len(frame), len(response) if response else 0)
+        return response
     except Exception:
         log.exception("handler bug on %s v%d from %s (client %r)", request.spec.name,
                       request.header.api_version, peer, request.header.client_id)

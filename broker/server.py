@@ -11,6 +11,7 @@ from pathlib import Path
 
 import trio
 
+from broker.admin_http import serve_admin
 from broker.broker import Broker, new_cluster_id
 from broker.config import BrokerConfig
 from broker.connection import serve_connection
@@ -48,6 +49,9 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
             nursery.start_soon(_snapshot_producers_periodically, broker)
             nursery.start_soon(partial(trio.serve_listeners, partial(serve_connection, broker), listeners,
                                        handler_nursery=nursery))
+            if config.admin_port is not None:
+                admin = await nursery.start(serve_admin, broker, config.host, config.admin_port)
+                print(f"gregor admin API on http://{admin}", file=sys.stderr, flush=True)
             print(f"gregor ready: listening on {config.host}:{broker.port} "
                   f"(node {broker.node_id}, data dir {config.data_dir})", file=sys.stderr, flush=True)
             task_status.started(broker)

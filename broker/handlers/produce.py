@@ -13,6 +13,7 @@ import time
 import trio
 
 from broker.broker import Broker
+from broker.metrics import BrokerMetrics
 from broker.producer_state import Verdict
 from protocol.codec import Request
 from protocol.errors import ErrorCode
@@ -46,7 +47,7 @@ async def handle_produce(broker: Broker, request: Request):
     if body.acks == 0:
         return None
     for handle in handles:
-        await wait_durable(handle)
+        await wait_durable(handle, broker.metrics)
     return _response(cls, version, results)
 
 
@@ -90,14 +91,17 @@ def _append_one(broker: Broker, topic: str, partition: int, records: bytes | Non
     return (ErrorCode.NONE, result.base_offset, append_time, log_start, None), result.flush
 
 
-async def wait_durable(handle) -> None:
+async def wait_durable(handle, metrics: BrokerMetrics | None = None) -> None:
     """Await a store FlushHandle: the flusher thread wakes this task through the trio token."""
     if handle.done():
         return
     event = trio.Event()
     token = trio.lowlevel.current_trio_token()
     handle.add_done_callback(lambda *_: token.run_sync_soon(event.set))
+    started = time.perf_counter()
     await event.wait()
+    if metrics is not None:
+        metrics.flush_wait.observe(time.perf_counter() - started)
 
 
 def _response(cls, version: int, results: dict[tuple[str, int], tuple]):

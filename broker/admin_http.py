@@ -1,0 +1,147 @@
+"""The admin HTTP API (`--admin-port`): lookups by key and by message id, and /metrics.
+
+A small ASGI app served by hypercorn's trio worker inside the broker's event
+loop, so handlers read the store exactly as Kafka handlers do. Endpoints:
+
+    GET /metrics                                   Prometheus text format
+    GET /v1/messages?topic=T&key=K[&from=MS][&to=MS]   newest first, at most 32 (MetaQ §7.4.3)
+    GET /v1/messages?msg_id=ID                     one message (MetaQ §7.4.1), 404 when unknown
+
+`key_b64=` may replace `key=` for binary keys. Answers are JSON; values that are
+not UTF-8 text are base64 (see record_json). Never writes to the store.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
+
+import hypercorn.config
+import hypercorn.trio
+import trio
+
+from broker.metrics import CONTENT_TYPE
+from broker.views import view_of
+from store import StoredRecord, UnknownTopic
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = logging.getLogger("gregor.admin")
+MAX_HITS = 32
+FOREVER_MS = 2**63 - 1
+
+
+def _text(data: bytes | None) -> tuple[str | None, str]:
+    if data is None:
+        return None, "null"
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(data).decode(), "base64"
+
+
+def record_json(record: StoredRecord) -> dict[str, Any]:
+    """One message as the admin API and `gregor query` print it."""
+    key, key_encoding = _text(record.key)
+    value, value_encoding = _text(record.value)
+    headers = []
+    for name, raw in record.headers:
+        text, encoding = _text(raw)
+        headers.append({"key": name, "value": text, "encoding": encoding})
+    return {"topic": record.topic, "partition": record.partition, "offset": record.offset,
+            "timestamp": record.timestamp, "key": key, "key_encoding": key_encoding,
+            "value": value, "value_encoding": value_encoding, "headers": headers, "msg_id": record.msg_id}
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def lookup(broker: Broker, query: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """The messages a /v1/messages query asks for."""
+    def one(name: str) -> str | None:
+        values = query.get(name)
+        return values[-1] if values else None
+
+    msg_id = one("msg_id")
+    if msg_id is not None:
+        record = broker.store.lookup_message_id(msg_id)
+        if record is None:
+            raise HttpError(404, f"no message with id {msg_id!r} on this broker")
+        return [record_json(record)]
+    topic = one("topic")
+    if topic is None or (one("key") is None and one("key_b64") is None):
+        raise HttpError(400, "give msg_id=ID, or topic=T with key=K (or key_b64=...)")
+    key = one("key").encode() if one("key") is not None else base64.b64decode(one("key_b64"))
+    try:
+        begin = int(one("from") or 0)
+        end = int(one("to") or FOREVER_MS)
+    except ValueError:
+        raise HttpError(400, "from and to are epoch milliseconds") from None
+    meta = broker.topic(topic)
+    if meta is None:
+        raise HttpError(404, f"unknown topic {topic!r}")
+    if view_of(meta) is not None or meta.configs.get("key.index.enable", "false").lower() != "true":
+        raise HttpError(400, f"topic {topic!r} does not index keys; create it with key.index.enable=true")
+    try:
+        hits = broker.store.lookup_key(topic, key, begin, end, MAX_HITS)
+    except UnknownTopic:
+        raise HttpError(404, f"unknown topic {topic!r}") from None
+    return [record_json(r) for r in hits]
+
+
+async def _send(send, status: int, body: bytes, content_type: str) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def make_app(broker: Broker):
+    async def app(scope, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        path, method = scope["path"], scope["method"]
+        if method != "GET":
+            await _send(send, 405, b'{"error": "only GET"}', "application/json")
+        elif path == "/metrics":
+            await _send(send, 200, broker.metrics.render(), CONTENT_TYPE)
+        elif path == "/v1/messages":
+            query = parse_qs(scope["query_string"].decode(), keep_blank_values=True)
+            try:
+                body = {"messages": lookup(broker, query)}
+                status = 200
+            except HttpError as exc:
+                body, status = {"error": str(exc)}, exc.status
+            except Exception:
+                log.exception("admin lookup %r failed", scope["query_string"])
+                body, status = {"error": "internal error"}, 500
+            await _send(send, status, json.dumps(body).encode(), "application/json")
+        else:
+            await _send(send, 404, b'{"error": "not found"}', "application/json")
+
+    return app
+
+
+async def serve_admin(broker: Broker, host: str, port: int, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Serve the admin API until cancelled; task_status gets the bound "host:port"."""
+    config = hypercorn.config.Config()
+    config.bind = [f"{host}:{port}"]
+    config.accesslog = None
+    config.errorlog = log
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(hypercorn.trio.serve, make_app(broker), config)
+        task_status.started(binds[0].removeprefix("http://"))
