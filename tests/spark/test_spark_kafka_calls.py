@@ -182,3 +182,37 @@ def test_sink_producer_is_idempotent_acks_all_and_keeps_keys_values_and_headers(
         record = got[f"v{i}".encode()]
         assert record.key == (f"k{i}".encode() if i % 5 else None)
         assert record.headers == headers[: i % 5]
+
+
+def create_view_or_skip(jvm, admin, view: str, source: str, tags: str) -> None:
+    try:
+        create_topic(jvm, admin, view, 1, {"view.source": source, "view.tags": tags})
+    except Py4JJavaError as e:
+        pytest.skip(f"this Gregor cannot create tag-filtered views (CreateTopics view.source/view.tags): "
+                    f"{e.java_exception.toString()}")
+
+
+def test_executor_reads_a_tag_view_to_its_end_even_when_the_tail_does_not_match(jvm, admin, topic_name):
+    source, view = topic_name, f"{topic_name}-orders"
+    create_topic(jvm, admin, source, 1, {"tag.header": "tag"})
+    create_view_or_skip(jvm, admin, view, source, "order.paid")
+    write_rounds(jvm, source, partitions=1, rounds=1, per_round=30)  # i % 3 == 0 is user.registered
+    sink = SinkWriter(jvm)
+    for i in range(5):  # a tail of non-matching records: Spark must still reach `latest`
+        sink.send(source, b"user-x", f"tail-{i}".encode(), [("tag", b"user.registered")])
+    sink.close()
+
+    partitions = assigned_partitions(jvm, admin, [view])
+    earliest = list_offsets(jvm, admin, {tp: "earliest" for tp in partitions})
+    latest = list_offsets(jvm, admin, {tp: "latest" for tp in partitions})
+    assert (earliest[(view, 0)][0], latest[(view, 0)][0]) == (0, 35)
+    reader = ExecutorReader(jvm, view, 0, poll_timeout_ms=3_000)
+    try:
+        records = reader.read(0, 35)
+        # A micro-batch holding only non-matching records: the poll must still move the position.
+        tail = reader.read(30, 35)
+    finally:
+        reader.close()
+    assert [r.offset for r in records] == [i for i in range(30) if i % 3]
+    assert all(r.headers[0] == ("tag", b"order.paid") for r in records)
+    assert tail == [] and reader.polls[-1].offset_after_poll == 35
