@@ -1,8 +1,15 @@
-"""Helpers for the MetaQ-extension tests: tagged batches and an in-process store."""
+"""Helpers for the MetaQ-extension tests: tagged batches, an in-process store, and a live broker
+with the admin HTTP API."""
 
 from __future__ import annotations
 
+import re
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -37,3 +44,50 @@ def store(tmp_path: Path) -> Iterator[Store]:
                                                   retention_ms=-1))
     yield s
     s.close()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+_READY = re.compile(r"listening on ([\d.]+:\d+)")
+_ADMIN = re.compile(r"admin API on http://([\d.]+:\d+)")
+
+
+@dataclass
+class AdminBroker:
+    bootstrap: str
+    admin: str
+
+
+def gregor_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run the `gregor` command line as a user would."""
+    return subprocess.run([sys.executable, "-m", "broker", *args], check=False, cwd=ROOT, capture_output=True,
+                          text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def admin_broker(tmp_path_factory) -> Iterator[AdminBroker]:
+    """A live broker with the admin HTTP API on, shared by the extension tests."""
+    tmp = tmp_path_factory.mktemp("gregor-ext")
+    log_path = tmp / "broker.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "broker", "serve", "--data-dir", str(tmp / "data"),
+                                 "--port", "0", "--admin-port", "0", "--set", "group.initial.rebalance.delay.ms=0",
+                                 "--log-level", "INFO"], cwd=ROOT, stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            text = log_path.read_text(errors="replace")
+            ready, admin = _READY.search(text), _ADMIN.search(text)
+            if ready and admin:
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"broker did not start:\n{text}")
+            time.sleep(0.05)
+        yield AdminBroker(ready.group(1), admin.group(1))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
