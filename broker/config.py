@@ -8,9 +8,10 @@ refused at start with a message that names the setting.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from store import StoreConfig
 

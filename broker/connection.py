@@ -15,9 +15,14 @@ import trio
 from broker.broker import Broker
 from broker.handlers import dispatch
 from broker.peer import peer_host
-from protocol.codec import (MalformedRequest, UnsupportedRequest, decode_request, encode_response,
-                            unsupported_api_versions_response)
 from protocol.api_versions import API_VERSIONS_KEY
+from protocol.codec import (
+    MalformedRequest,
+    UnsupportedRequest,
+    decode_request,
+    encode_response,
+    unsupported_api_versions_response,
+)
 from protocol.framing import FrameDecoder, FrameError
 
 log = logging.getLogger("gregor.connection")

@@ -58,7 +58,7 @@ def peek_header(frame: bytes) -> tuple[int, int, int]:
 
 def decode_request(frame: bytes) -> Request | UnsupportedRequest:
     """Decode a frame payload. Raises MalformedRequest when Kafka would close."""
-    api_key, api_version, correlation_id = peek_header(frame)
+    api_key, api_version, _ = peek_header(frame)
     spec = API_SPECS.get(api_key)
     if spec is None:
         # Kafka cannot parse a header for an API it does not know: it closes.

@@ -4,7 +4,8 @@ None when the protocol says no response (Produce with acks=0)."""
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from broker.broker import Broker
 from broker.handlers import api_versions, fetch, groups, metadata, produce, topics

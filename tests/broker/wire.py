@@ -51,7 +51,7 @@ class WireClient:
             return self.sock.recv(1) == b""
         except (ConnectionResetError, BrokenPipeError):
             return True
-        except socket.timeout:
+        except TimeoutError:
             return False
 
     def _read(self, n: int) -> bytes | None:

@@ -6,6 +6,7 @@ consume queues agree with the commitlog (a rebuild gives identical reads)."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import shutil
 import signal
@@ -16,11 +17,11 @@ import time
 import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is a test dependency")
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from store import Store, StoreConfig  # noqa: E402
-from tests.conftest import BrokerProcess  # noqa: E402
+from store import Store, StoreConfig
+from tests.conftest import BrokerProcess
 
 pytestmark = pytest.mark.crash
 
@@ -159,7 +160,7 @@ def test_sigkill_loop_loses_no_acknowledged_message(tmp_path, flush_mode):
         for ident in range(PRODUCERS):
             seqs = [int(v.split(b"-")[1]) for _, v in records if v.startswith(b"p%d-" % ident)]
             assert seqs == sorted(seqs), "per-partition order broken"
-    for before, after in zip(committed_history, committed_history[1:]):
+    for before, after in itertools.pairwise(committed_history):
         for partition, offset in before.items():
             assert after.get(partition, -1) >= offset, f"committed offset moved back on partition {partition}"
     assert log.count("gregor ready") == KILLS + 1

@@ -5,7 +5,8 @@ decoder never buffers past its limit."""
 
 import struct
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from protocol.api_versions import API_SPECS
 from protocol.codec import MalformedRequest, Request, UnsupportedRequest, decode_request

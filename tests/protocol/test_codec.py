@@ -3,8 +3,14 @@ from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 
 from protocol.api_versions import API_SPECS
-from protocol.codec import MalformedRequest, Request, UnsupportedRequest, decode_request, encode_response, \
-    unsupported_api_versions_response
+from protocol.codec import (
+    MalformedRequest,
+    Request,
+    UnsupportedRequest,
+    decode_request,
+    encode_response,
+    unsupported_api_versions_response,
+)
 from protocol.errors import ErrorCode
 
 
