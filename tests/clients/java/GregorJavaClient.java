@@ -57,6 +57,9 @@ public final class GregorJavaClient {
         "  produce --topic T --count N [--acks all|1|0] [--compression none|gzip|snappy|lz4|zstd]",
         "          [--idempotence true|false] [--partition P] [--key-prefix K] [--value-prefix V]",
         "          [--value-size S] [--headers k=v[,k=v]] [--timestamp MS [--timestamp-step MS]] [--sync]",
+        "          [--input FILE]   FILE: one record per line, tab-separated partition, timestamp, key,",
+        "          value, headers; empty partition/timestamp = unset, key/value base64 or '-' for null,",
+        "          headers name:base64 joined by ',' (the other record options are then ignored)",
         "          record i: key K+i (null without --key-prefix), value V+i (default 'value-'+i) padded",
         "          with '.' or cut to S bytes, {i} in header values becomes i, timestamp MS + i * step;",
         "          prints {index, partition, offset, timestamp} per acknowledged record",
@@ -132,17 +135,25 @@ public final class GregorJavaClient {
         Long ts0 = a.has("--timestamp") ? a.longOpt("--timestamp", 0) : null;
         long tsStep = a.longOpt("--timestamp-step", 0);
         List<String[]> headers = pairs(a.all("--headers"));
+        List<String> input = a.has("--input")
+            ? java.nio.file.Files.readAllLines(java.nio.file.Path.of(a.required("--input"))) : null;
+        if (input != null) count = input.size();
         AtomicReference<Exception> failure = new AtomicReference<>();
         try (KafkaProducer<byte[], byte[]> producer =
                  new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
             for (int i = 0; i < count && failure.get() == null; i++) {
                 final int index = i;
-                RecordHeaders hs = new RecordHeaders();
-                for (String[] h : headers) hs.add(h[0], utf8(h[1].replace("{i}", String.valueOf(i))));
-                byte[] key = keyPrefix == null ? null : utf8(keyPrefix + i);
-                byte[] value = sized(utf8(valuePrefix + i), valueSize);
-                Long ts = ts0 == null ? null : ts0 + i * tsStep;
-                var record = new ProducerRecord<>(topic, partition, ts, key, value, hs);
+                ProducerRecord<byte[], byte[]> record;
+                if (input != null) {
+                    record = inputRecord(topic, input.get(i));
+                } else {
+                    RecordHeaders hs = new RecordHeaders();
+                    for (String[] h : headers) hs.add(h[0], utf8(h[1].replace("{i}", String.valueOf(i))));
+                    byte[] key = keyPrefix == null ? null : utf8(keyPrefix + i);
+                    byte[] value = sized(utf8(valuePrefix + i), valueSize);
+                    Long ts = ts0 == null ? null : ts0 + i * tsStep;
+                    record = new ProducerRecord<>(topic, partition, ts, key, value, hs);
+                }
                 var future = producer.send(record, (RecordMetadata m, Exception e) -> {
                     if (e != null) { failure.compareAndSet(null, e); return; }
                     emit("index", index, "partition", m.partition(), "offset", m.offset(),
@@ -154,6 +165,22 @@ public final class GregorJavaClient {
         }
         if (failure.get() != null) throw failure.get();
     }
+
+    /** One --input line: partition, timestamp, key, value, headers (see USAGE). */
+    static ProducerRecord<byte[], byte[]> inputRecord(String topic, String line) {
+        String[] f = line.split("\t", -1);
+        if (f.length != 5) throw new UsageError("--input lines need 5 tab-separated fields, got: " + line);
+        RecordHeaders hs = new RecordHeaders();
+        if (!f[4].isEmpty())
+            for (String h : f[4].split(",")) {
+                int colon = h.indexOf(':');
+                hs.add(h.substring(0, colon), nullableB64(h.substring(colon + 1)));
+            }
+        return new ProducerRecord<>(topic, f[0].isEmpty() ? null : Integer.valueOf(f[0]),
+            f[1].isEmpty() ? null : Long.valueOf(f[1]), nullableB64(f[2]), nullableB64(f[3]), hs);
+    }
+
+    static byte[] nullableB64(String s) { return s.equals("-") ? null : Base64.getDecoder().decode(s); }
 
     // ---- consumers -----------------------------------------------------------------------
 

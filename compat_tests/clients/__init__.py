@@ -1,0 +1,130 @@
+"""One interface over four Kafka clients, so each compat scenario is written once.
+
+A scenario asks a `KafkaClient` to produce `Message`s, consume `Record`s, look up
+offsets, join groups and administer topics. Each adapter (kafka_python, confluent,
+java, kcat) translates that into its client's own API and translates the client's
+errors into Kafka error names (`ClientError.code`). An adapter that cannot express
+an operation raises `Unsupported`; the scenario turns that into a counted skip.
+Adapters never judge the broker's answers: the scenarios do.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Protocol
+
+# The column order of the matrix.
+CLIENT_NAMES = ("kafka-python", "confluent-kafka", "java", "kcat")
+_MODULES = {"kafka-python": "kafka_python", "confluent-kafka": "confluent", "java": "java", "kcat": "kcat"}
+
+# Offset specs for `list_offset`, as ListOffsets timestamps.
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+class Unsupported(Exception):
+    """The client has no way to express the operation; the scenario skips with this reason."""
+
+
+class ClientError(Exception):
+    """A client reported a broker or client error; `code` is the Kafka error name."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail[-1500:]}")
+        self.code = code
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Message:
+    """What a scenario asks a client to produce."""
+
+    value: bytes | None
+    key: bytes | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
+    partition: int | None = None
+    timestamp: int | None = None
+
+
+@dataclass(frozen=True)
+class Record:
+    """What a client consumed."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    timestamp: int = -1
+
+
+@dataclass(frozen=True)
+class Delivery:
+    partition: int
+    offset: int
+
+
+@dataclass
+class GroupDescription:
+    state: str
+    members: dict[str, set[int]] = field(default_factory=dict)  # member id -> assigned partitions
+
+
+class GroupMember(Protocol):
+    """A running group member (thread or process) that consumes and commits until stopped."""
+
+    def assignment(self) -> set[int] | None:
+        """Partitions this member holds now, or None when the client cannot tell."""
+
+    def records(self) -> list[Record]: ...
+
+    def stop(self) -> None: ...
+
+
+class KafkaClient(Protocol):
+    name: str
+
+    def produce(self, topic: str, messages: list[Message], *, codec: str = "none",
+                idempotent: bool = True, max_request_bytes: int | None = None) -> list[Delivery] | None:
+        """Send in order and wait for every acknowledgement; None when the client cannot report
+        offsets. `max_request_bytes` raises the client's own size limit so the broker's is tested."""
+
+    def consume(self, topic: str, partitions: list[int], start: int | str, *, count: int | None = None,
+                reset: str | None = None, timeout: float = 20.0) -> list[Record]:
+        """Assign `partitions`, start at an offset, "earliest", "latest" or "time:MS", read `count`
+        records, or (count None) up to the end offsets seen at the start."""
+
+    def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+        """ListOffsets for a timestamp or LATEST / EARLIEST / MAX_TIMESTAMP: (offset, timestamp);
+        (-1, -1) when no record matches."""
+
+    def group_consume(self, group: str, topic: str, count: int) -> list[Record]:
+        """Subscribe as the only member, read `count` records committing them, leave."""
+
+    def committed(self, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
+        """Committed offsets; -1 where none."""
+
+    def start_member(self, group: str, topic: str) -> GroupMember: ...
+
+    def create_topic(self, topic: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None: ...
+
+    def topic_configs(self, topic: str) -> dict[str, str]: ...
+
+    def create_partitions(self, topic: str, total: int) -> None: ...
+
+    def partition_count(self, topic: str) -> int: ...
+
+    def delete_topic(self, topic: str) -> None: ...
+
+    def list_topics(self) -> set[str]: ...
+
+    def list_groups(self) -> set[str]: ...
+
+    def describe_group(self, group: str) -> GroupDescription: ...
+
+
+def make_client(name: str, bootstrap: str) -> KafkaClient:
+    """The adapter for `name`; raises Unsupported (with the install hint) when that client is missing."""
+    module = importlib.import_module(f"compat_tests.clients.{_MODULES[name]}")
+    module.require()
+    return module.Client(bootstrap)

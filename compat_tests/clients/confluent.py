@@ -1,0 +1,266 @@
+"""confluent-kafka (librdkafka) adapter: Producer, Consumer and AdminClient in this process.
+
+Producers use `partitioner=murmur2_random`, the setting Kafka's documentation gives for keyed
+messages to land where the Java client puts them (librdkafka's own default is consistent_random).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+from kafka import errors as kafka_errors
+
+from compat_tests.clients import ClientError, Delivery, GroupDescription, Record
+
+try:
+    from confluent_kafka import (
+        OFFSET_BEGINNING,
+        OFFSET_END,
+        Consumer,
+        KafkaError,
+        KafkaException,
+        Producer,
+        TopicPartition,
+    )
+    from confluent_kafka.admin import (
+        AdminClient,
+        ConfigResource,
+        NewPartitions,
+        NewTopic,
+        OffsetSpec,
+        ResourceType,
+    )
+except ImportError:  # reported by require()
+    Consumer = None
+
+# librdkafka's local (negative) error codes that stand for a Kafka error.
+_LOCAL = {"_AUTO_OFFSET_RESET": "OFFSET_OUT_OF_RANGE", "_MSG_SIZE_TOO_LARGE": "MESSAGE_TOO_LARGE",
+          "_UNKNOWN_TOPIC": "UNKNOWN_TOPIC_OR_PARTITION", "_UNKNOWN_PARTITION": "UNKNOWN_TOPIC_OR_PARTITION",
+          "_INVALID_ARG": "INVALID_ARG"}
+_RESETS = {None: "earliest", "earliest": "earliest", "latest": "latest", "none": "error"}
+
+
+def require() -> None:
+    if Consumer is None:
+        pytest.skip("confluent-kafka not installed (pip install -e '.[test]')")
+
+
+def error_code(err: KafkaError) -> str:
+    """Broker errors carry the Kafka code; local ones are mapped by name."""
+    if err.code() >= 0:
+        return kafka_errors.for_code(err.code()).message
+    return _LOCAL.get(err.name(), err.name())
+
+
+def _raise(exc: KafkaException) -> None:
+    err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    if err is None:
+        raise ClientError(type(exc).__name__, repr(exc)) from exc
+    raise ClientError(error_code(err), err.str()) from exc
+
+
+def _record(m) -> Record:
+    return Record(m.partition(), m.offset(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1])
+
+
+class Client:
+    name = "confluent-kafka"
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def _admin_result(self, futures: dict):
+        try:
+            return {k: f.result(20) for k, f in futures.items()}
+        except KafkaException as e:
+            _raise(e)
+
+    def produce(self, topic, messages, *, codec="none", idempotent=True, max_request_bytes=None):
+        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": idempotent,
+                             "acks": "all" if idempotent else "1", "compression.type": codec, "linger.ms": 5,
+                             "partitioner": "murmur2_random", "message.max.bytes": max_request_bytes or 1000000,
+                             "message.timeout.ms": 30000})
+        reports: list[tuple] = [None] * len(messages)
+
+        def report(i):
+            return lambda err, msg: reports.__setitem__(i, (err, msg.partition(), msg.offset()))
+
+        try:
+            for i, m in enumerate(messages):
+                extra = {"partition": m.partition} if m.partition is not None else {}
+                producer.produce(topic, key=m.key, value=m.value, headers=list(m.headers) or None,
+                                 timestamp=m.timestamp or 0, on_delivery=report(i), **extra)
+                producer.poll(0)
+        except KafkaException as e:
+            _raise(e)
+        remaining = producer.flush(40)
+        if remaining:
+            raise ClientError("REQUEST_TIMED_OUT", f"{remaining} messages undelivered after 40 s")
+        for err, _, _ in reports:
+            if err is not None:
+                raise ClientError(error_code(err), err.str())
+        return [Delivery(p, o) for _, p, o in reports]
+
+    def _consumer(self, group: str | None, reset: str | None) -> Consumer:
+        return Consumer({"bootstrap.servers": self.bootstrap, "group.id": group or f"compat-{uuid.uuid4()}",
+                         "enable.auto.commit": False, "auto.offset.reset": _RESETS[reset],
+                         "fetch.wait.max.ms": 100, "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
+
+    def consume(self, topic, partitions, start, *, count=None, reset=None, timeout=20.0):
+        consumer = self._consumer(None, reset)
+        got: list[Record] = []
+        try:
+            if start == "earliest" or start == "latest":
+                offsets = {p: OFFSET_BEGINNING if start == "earliest" else OFFSET_END for p in partitions}
+            elif isinstance(start, str) and start.startswith("time:"):
+                found = consumer.offsets_for_times([TopicPartition(topic, p, int(start[5:])) for p in partitions],
+                                                   timeout=15)
+                offsets = {tp.partition: OFFSET_END if tp.offset < 0 else tp.offset for tp in found}
+            else:
+                offsets = {p: int(start) for p in partitions}
+            ends = None
+            if count is None:
+                ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1]
+                        for p in partitions}
+            consumer.assign([TopicPartition(topic, p, o) for p, o in offsets.items()])
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if count is not None and len(got) >= count:
+                    break
+                if ends is not None and all(tp.offset >= ends[tp.partition] or
+                                            (tp.offset < 0 and ends[tp.partition] == 0)
+                                            for tp in consumer.position(
+                                                [TopicPartition(topic, p) for p in partitions])):
+                    break
+                msg = consumer.poll(0.2)
+                if msg is None:
+                    continue
+                if msg.error() is not None:
+                    raise ClientError(error_code(msg.error()), msg.error().str())
+                got.append(_record(msg))
+        except KafkaException as e:
+            _raise(e)
+        finally:
+            consumer.close()
+        return got
+
+    def list_offset(self, topic, partition, timestamp):
+        spec = {-1: OffsetSpec.latest(), -2: OffsetSpec.earliest(), -3: OffsetSpec.max_timestamp()}.get(
+            timestamp) or OffsetSpec.for_timestamp(timestamp)
+        tp = TopicPartition(topic, partition)
+        [info] = self._admin_result(self.admin.list_offsets({tp: spec})).values()
+        return (info.offset, info.timestamp)
+
+    def group_consume(self, group, topic, count):
+        consumer = self._consumer(group, "earliest")
+        consumer.subscribe([topic])
+        got: list[Record] = []
+        deadline = time.monotonic() + 30
+        try:
+            while len(got) < count and time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is None or msg.error() is not None:
+                    continue
+                got.append(_record(msg))
+                consumer.commit(message=msg, asynchronous=False)
+        finally:
+            consumer.close()
+        return got
+
+    def committed(self, group, topic, partitions):
+        consumer = self._consumer(group, None)
+        try:
+            found = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=15)
+        except KafkaException as e:
+            _raise(e)
+        finally:
+            consumer.close()
+        return {tp.partition: tp.offset if tp.offset >= 0 else -1 for tp in found}
+
+    def start_member(self, group, topic):
+        consumer = self._consumer(group, "earliest")
+        consumer.subscribe([topic])
+        return _Member(consumer)
+
+    def create_topic(self, topic, partitions=1, configs=None):
+        self._admin_result(self.admin.create_topics(
+            [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=dict(configs or {}))],
+            operation_timeout=15))
+
+    def topic_configs(self, topic):
+        [entries] = self._admin_result(
+            self.admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])).values()
+        return {name: entry.value for name, entry in entries.items()}
+
+    def create_partitions(self, topic, total):
+        self._admin_result(self.admin.create_partitions([NewPartitions(topic, total)]))
+
+    def partition_count(self, topic):
+        meta = self.admin.list_topics(topic=topic, timeout=15).topics[topic]
+        if meta.error is not None:
+            raise ClientError(error_code(meta.error), meta.error.str())
+        return len(meta.partitions)
+
+    def delete_topic(self, topic):
+        self._admin_result(self.admin.delete_topics([topic], operation_timeout=15))
+
+    def list_topics(self):
+        return set(self.admin.list_topics(timeout=15).topics)
+
+    def list_groups(self):
+        try:
+            result = self.admin.list_consumer_groups(request_timeout=15).result(20)
+        except KafkaException as e:
+            _raise(e)
+        return {g.group_id for g in result.valid}
+
+    def describe_group(self, group):
+        [d] = self._admin_result(self.admin.describe_consumer_groups([group], request_timeout=15)).values()
+        members = {m.member_id: {tp.partition for tp in m.assignment.topic_partitions} for m in d.members}
+        return GroupDescription(_state_name(d.state), members)
+
+
+def _state_name(state) -> str:
+    """ConsumerGroupState.STABLE -> 'Stable', as Kafka and the other clients spell it."""
+    name = getattr(state, "name", str(state))
+    return {"PREPARING_REBALANCE": "PreparingRebalance", "COMPLETING_REBALANCE": "CompletingRebalance"}.get(
+        name, name.capitalize())
+
+
+class _Member(threading.Thread):
+    def __init__(self, consumer: Consumer) -> None:
+        super().__init__(daemon=True)
+        self.consumer = consumer
+        self._halt = threading.Event()
+        self._assigned: set[int] | None = None
+        self._records: list[Record] = []
+        self.error: KafkaError | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            while not self._halt.is_set():
+                msg = self.consumer.poll(0.2)
+                if msg is not None and msg.error() is None:
+                    self._records.append(_record(msg))
+                    try:
+                        self.consumer.commit(message=msg, asynchronous=False)
+                    except KafkaException:
+                        pass  # a rebalance is under way; the next poll rejoins
+                self._assigned = {tp.partition for tp in self.consumer.assignment()}
+        finally:
+            self.consumer.close()
+
+    def assignment(self):
+        return self._assigned
+
+    def records(self):
+        return list(self._records)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(30)

@@ -1,0 +1,158 @@
+"""The broker under test and the clients that drive it.
+
+The broker is `--bootstrap HOST:PORT`, else $GREGOR_BOOTSTRAP, else a fresh Gregor started
+here for the session (auto-create off, no initial rebalance delay). Scenarios may assume
+nothing else about it: what they need (topics, configs) they create through Kafka APIs.
+
+Whether the broker is Gregor is detected, not configured: DescribeConfigs on the broker
+resource lists `commitlog.segment.bytes`, a setting only Gregor has (Kafka's is
+`log.segment.bytes`). `test_gregor_extensions.py` skips unless it is.
+
+A test taking `client` runs once per client (compat_tests.clients.CLIENT_NAMES). When a
+client cannot express a step its adapter raises Unsupported, reported as a skip naming it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import time
+from dataclasses import dataclass
+
+import pytest
+from kafka import KafkaAdminClient
+from kafka.admin import ConfigResource, ConfigResourceType
+
+from compat_tests.clients import (
+    CLIENT_NAMES,
+    ClientError,
+    KafkaClient,
+    Unsupported,
+    kafka_python,
+    make_client,
+)
+from tests.conftest import BrokerProcess, start_broker
+
+GREGOR_SETTINGS = {
+    "auto.create.topics.enable": "false",
+    "group.initial.rebalance.delay.ms": "0",
+    "commitlog.segment.bytes": str(64 << 20),
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--bootstrap", default=None, metavar="HOST:PORT",
+                     help="broker for compat_tests (default: $GREGOR_BOOTSTRAP, else a fresh Gregor)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.is_relative_to(os.path.dirname(__file__)):
+            item.add_marker(pytest.mark.compat)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "client_name" in metafunc.fixturenames:
+        metafunc.parametrize("client_name", CLIENT_NAMES)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function):
+    try:
+        return (yield)
+    except Unsupported as e:
+        client = pyfuncitem.callspec.params.get("client_name", "the client")
+        pytest.skip(f"{client} cannot express this scenario: {e}")
+
+
+@dataclass
+class Target:
+    """The broker under test and what was learned about it."""
+
+    bootstrap: str
+    is_gregor: bool
+    auto_create: bool | None  # auto.create.topics.enable as the broker reports it
+    broker_count: int
+    process: BrokerProcess | None = None
+
+
+def _describe_target(bootstrap: str, process: BrokerProcess | None) -> Target:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    try:
+        nodes = admin.describe_cluster()["brokers"]
+        node = str(nodes[0]["broker_id"])
+        found = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, node)], config_filter="all")
+    finally:
+        admin.close()
+    configs = {k: v["value"] for k, v in found["broker"][node].items()}
+    auto = configs.get("auto.create.topics.enable")
+    return Target(bootstrap, "commitlog.segment.bytes" in configs, None if auto is None else auto == "true",
+                  len(nodes), process)
+
+
+@pytest.fixture(scope="session")
+def target(request, tmp_path_factory) -> Target:
+    bootstrap = request.config.getoption("--bootstrap") or os.environ.get("GREGOR_BOOTSTRAP")
+    if bootstrap:
+        yield _describe_target(bootstrap, None)
+        return
+    process = start_broker(tmp_path_factory.mktemp("compat"), "gregor", **GREGOR_SETTINGS)
+    try:
+        yield _describe_target(process.bootstrap, process)
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def bootstrap(target: Target) -> str:
+    if target.process is not None and target.process.proc.poll() is not None:
+        pytest.fail(f"the compat broker died:\n{target.process.log()[-4000:]}")
+    return target.bootstrap
+
+
+@pytest.fixture
+def client(client_name: str, bootstrap: str) -> KafkaClient:
+    return make_client(client_name, bootstrap)
+
+
+@pytest.fixture
+def reference(bootstrap: str) -> KafkaClient:
+    """kafka-python, for setting a scenario up and for cross-checks, never as the client under test."""
+    return kafka_python.Client(bootstrap)
+
+
+_counter = itertools.count()
+
+
+@pytest.fixture
+def name(request) -> str:
+    """A topic or group name of this test's own."""
+    base = re.sub(r"[^a-zA-Z0-9._-]", "-", request.node.name)[:120]
+    return f"compat-{base}-{os.getpid()}-{next(_counter)}"
+
+
+@pytest.fixture
+def new_topic(reference: KafkaClient, name: str):
+    """Create a topic through the reference admin client and wait until its metadata is visible."""
+    def create(partitions: int = 1, configs: dict[str, str] | None = None, suffix: str = "") -> str:
+        topic = name + suffix
+        reference.create_topic(topic, partitions, configs)
+        wait_for_partitions(reference, topic, partitions)
+        return topic
+
+    return create
+
+
+def wait_for_partitions(client: KafkaClient, topic: str, partitions: int, timeout: float = 15.0) -> None:
+    """Kafka creates topics asynchronously: poll metadata until every partition shows."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if client.partition_count(topic) == partitions:
+                return
+        except ClientError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic} does not show {partitions} partitions after {timeout} s")
+        time.sleep(0.2)
