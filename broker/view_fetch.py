@@ -46,21 +46,33 @@ def read_view(store: Store, view: View, tag_header: str, partition: int, offset:
     batches: list[bytes | memoryview] = []
     size = 0
     covered = offset  # every offset below this is answered by the batches so far
-    pos = offset
+    pos = offset  # every offset below this has been dealt with
     stop = min(hw, offset + SCAN_LIMIT)
-    while pos < stop:
-        end = min(stop, pos + SCAN_CHUNK)
-        hits = np.flatnonzero(np.isin(store.tag_hashes(source, partition, pos, end), wanted))
-        if not hits.size:
-            pos = end
-            continue
-        batch = store.read(source, partition, pos + int(hits[0]), 1).batches[0]
+    scanned = offset  # tag hashes compared up to here
+    pending = np.empty(0, dtype=np.int64)  # matching offsets in [pos, scanned), ascending
+
+    def scan(until: int) -> None:
+        nonlocal scanned, pending
+        while scanned < until:
+            end = min(until, scanned + SCAN_CHUNK)
+            hits = np.flatnonzero(np.isin(store.tag_hashes(source, partition, scanned, end), wanted))
+            if hits.size:
+                pending = np.concatenate((pending, hits + scanned))
+            scanned = end
+
+    while True:
+        while not pending.size and scanned < stop:
+            scan(min(stop, scanned + SCAN_CHUNK))
+        if not pending.size:
+            pos = scanned
+            break
+        batch = store.read(source, partition, int(pending[0]), 1).batches[0]
         base = _BASE.unpack_from(batch, 0)[0]
         last = base + _LAST_DELTA.unpack_from(batch, 23)[0]
-        first = max(base, start)
-        candidates = first - base + np.flatnonzero(
-            np.isin(store.tag_hashes(source, partition, first, last + 1), wanted))
-        data = filter_batch(batch, candidates.tolist(), tag_header, view.tags)
+        scan(last + 1)
+        inside = int(np.searchsorted(pending, last, side="right"))
+        candidates = (pending[:inside] - base).tolist()
+        data = filter_batch(batch, candidates, tag_header, view.tags)
         if data is not None:
             if batches and size + len(data) > max_bytes:
                 pos = base
@@ -68,6 +80,7 @@ def read_view(store: Store, view: View, tag_header: str, partition: int, offset:
             batches.append(data)
             size += len(data)
             covered = last + 1
+        pending = pending[inside:]
         pos = last + 1
         if size >= max_bytes:
             break
