@@ -53,6 +53,7 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "consumequeue.entries.per.file": (int, 300000, "20-byte entries per consume-queue file"),
     "flush.mode": (_flush_mode, "async", "async: flusher every flush.interval.ms; sync: group commit"),
     "flush.interval.ms": (int, 500, "async flush period"),
+    "commitlog.verify.on.start": (_bool, True, "CRC-check the commitlog at start after a clean shutdown"),
     "group.initial.rebalance.delay.ms": (int, 3000, "delay of a new group's first rebalance"),
     "group.min.session.timeout.ms": (int, 6000, "smallest session timeout a member may ask"),
     "group.max.session.timeout.ms": (int, 1800000, "largest session timeout a member may ask"),
@@ -131,4 +132,5 @@ class BrokerConfig:
             retention_bytes=v["log.retention.bytes"],
             retention_check_interval_ms=v["log.retention.check.interval.ms"],
             node_id=v["node.id"],
+            verify_on_start=v["commitlog.verify.on.start"],
         )

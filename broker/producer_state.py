@@ -18,6 +18,7 @@ from pathlib import Path
 
 from protocol.errors import ErrorCode
 from protocol.record_batch import BatchHeader, parse_header
+from store import CorruptData
 
 BATCHES_KEPT = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 ID_BLOCK = 1000
@@ -173,7 +174,11 @@ def restore(table: ProducerStateTable, path: Path, store) -> int:
 def _replay(table: ProducerStateTable, store, topic: str, partition: int, offset: int) -> int:
     count = 0
     while offset < store.high_watermark(topic, partition):
-        batches = store.read(topic, partition, offset, REPLAY_READ_BYTES).batches
+        try:
+            batches = store.read(topic, partition, offset, REPLAY_READ_BYTES).batches
+        except CorruptData as exc:  # damaged batches hold no producer state we can trust
+            offset = exc.next_offset
+            continue
         if not batches:
             break
         for view in batches:

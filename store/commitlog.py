@@ -22,6 +22,7 @@ from store import entry as E
 from store.atomic_file import fsync_dir
 from store.errors import EntryTooLarge, StorageFull
 from store.segment import Segment
+from store.segment_walk import CorruptRegion, Ending, Tail, claimed_header, resync, walk
 
 log = logging.getLogger(__name__)
 
@@ -175,28 +176,50 @@ class CommitLog:
                 seg.flush()
 
     # ---- recovery ----------------------------------------------------------------------
-    def scan(self) -> Iterator[E.EntryHeader]:
-        """Yield every valid entry from the oldest segment; afterwards the write position is
-        just past the last valid one and anything beyond it (torn tail) is zeroed."""
-        end_seg, end_local = 0, 0
+    def scan(self) -> Iterator[E.EntryHeader | CorruptRegion]:
+        """Yield every valid entry from the oldest segment, and every corrupt region that valid
+        entries follow. Afterwards the write position is just past the last valid entry and
+        anything invalid beyond it (a torn tail) is zeroed; corrupt regions stay as they are."""
+        end_seg, end_local, zero_tail = 0, 0, False
         for i, seg in enumerate(self.segments):
-            local = 0
-            end_seg, end_local = i, 0
-            outcome: E.EntryHeader | str = E.Scan.END
-            while True:
-                outcome = E.read_entry(seg.view, local, seg.start)
-                if not isinstance(outcome, E.EntryHeader):
+            tail = Tail(Ending.END, 0)
+            for item in walk(seg):
+                if isinstance(item, Tail):
+                    tail = item
                     break
-                seg.newest_timestamp = outcome.store_timestamp
-                yield outcome
-                local += outcome.length
-                end_local = local
-            if outcome != E.Scan.BLANK:
-                break
-            end_seg, end_local = i + 1, 0
-        self._truncate(end_seg, end_local)
+                if isinstance(item, E.EntryHeader):
+                    seg.newest_timestamp = item.store_timestamp
+                yield item
+            end_seg, end_local, zero_tail = i, tail.local, tail.kind == Ending.END
+            if tail.kind == Ending.BLANK:
+                end_seg, end_local = i + 1, 0
+                continue
+            if i + 1 < len(self.segments) and _starts_with_data(self.segments[i + 1]):
+                # not a tail: the next segment holds entries, so these bytes were damaged
+                yield CorruptRegion(seg.start + tail.local, seg.end, claimed_header(seg, tail.local, seg.size))
+                end_seg, end_local = i + 1, 0
+                continue
+            break
+        self._truncate(end_seg, end_local, zero_tail)
 
-    def _truncate(self, seg_index: int, local: int) -> None:
+    def verify(self) -> list[CorruptRegion]:
+        """Check the CRC of every entry below the write position (after a clean shutdown);
+        returns the damaged regions. Everything below the write position was written, so
+        invalid bytes there are corruption, never a torn tail."""
+        regions: list[CorruptRegion] = []
+        for seg in self.segments:
+            if seg.start >= self.write_position:
+                break
+            stop = min(seg.size, self.write_position - seg.start)
+            for item in walk(seg, stop, decode=False):
+                if isinstance(item, CorruptRegion):
+                    regions.append(item)
+                elif item.kind != Ending.BLANK and item.local < stop:
+                    regions.append(CorruptRegion(seg.start + item.local, seg.start + stop,
+                                                 claimed_header(seg, item.local, stop)))
+        return regions
+
+    def _truncate(self, seg_index: int, local: int, known_zero: bool = False) -> None:
         if seg_index >= len(self.segments):
             self.active = self.segments[-1]
             self.write_position = self.active.end
@@ -204,10 +227,11 @@ class CommitLog:
             return
         self.active = self.segments[seg_index]
         self.write_position = self.active.start + local
-        tail = np.frombuffer(self.active.view, dtype=np.uint8)[local:]
-        if tail.any():
-            tail[:] = 0
-            self.active.flush()
+        if not known_zero:
+            tail = np.frombuffer(self.active.view, dtype=np.uint8)[local:]
+            if tail.any():
+                tail[:] = 0
+                self.active.flush()
         for seg in self.segments[seg_index + 1:]:
             seg.drop(unlink=True)
         del self.segments[seg_index + 1:]
@@ -235,3 +259,12 @@ class CommitLog:
         self.stop_allocator()
         for seg in self.segments:
             seg.drop(unlink=False)
+
+
+def _starts_with_data(seg: Segment) -> bool:
+    """Does a segment hold entries (valid from its start, or after damage at its start)?
+    A segment starting with zeros is one allocated ahead and never written."""
+    outcome = E.read_entry(seg.view, 0, seg.start)
+    if isinstance(outcome, E.EntryHeader):
+        return True
+    return outcome == E.Scan.BAD and resync(seg, 0, seg.size) is not None

@@ -24,6 +24,7 @@ class StoreConfig:
     node_id: int = 0
     key_index_slots: int = 500_000  # hash slots per key-index file
     key_index_entries: int = 2_000_000  # entries per key-index file
+    verify_on_start: bool = True  # commitlog.verify.on.start: CRC-check every entry after a clean shutdown
 
     def validate(self) -> None:
         if self.flush_mode not in ("async", "sync"):

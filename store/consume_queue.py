@@ -7,7 +7,7 @@ points at the whole batch. Never reads the commitlog and never fsyncs on the app
 
 Entry layout, little-endian, packed (see docs/storage.md):
   0 i64 position   commitlog position of the batch bytes
-  8 i32 size       batch size in bytes (0 = no entry)
+  8 i32 size       batch size in bytes (0 = no entry, -1 = corrupt: the batch failed its CRC)
  12 i64 tag_hash   hash of the record's tag header value, 0 when none
 """
 
@@ -24,6 +24,7 @@ from store.errors import CorruptEntry
 
 QUEUE_ENTRY = np.dtype([("pos", "<i8"), ("size", "<i4"), ("tag", "<i8")])
 ENTRY_SIZE = QUEUE_ENTRY.itemsize  # 20
+CORRUPT = -1  # size of an offset whose batch is damaged; position still orders it
 
 
 def _map(path: Path, size: int, create: bool) -> np.ndarray:
@@ -119,6 +120,26 @@ class ConsumeQueue:
             arr[slot:slot + n] = block
             self._cur_index, self._cur = index, arr
             done += n
+
+    def mark_corrupt(self, start: int, stop: int, position: int | None = None) -> None:
+        """Make offsets [start, stop) read as corrupt. With `position` they are new entries
+        (recovery found no batch for them); without, existing entries keep their position."""
+        offset = start
+        while offset < stop:
+            index, slot = divmod(offset, self.per_file)
+            arr = self._file(index, create=True)
+            n = min(stop - offset, self.per_file - slot)
+            if position is not None:
+                arr[slot:slot + n] = [(position, CORRUPT, 0)]
+            else:
+                arr["size"][slot:slot + n] = CORRUPT
+            offset += n
+
+    def corrupt_until(self, offset: int) -> int:
+        """The first offset at or after `offset` (below the high watermark) not marked corrupt."""
+        while offset < self.high_watermark and self.entry(offset)[1] == CORRUPT:
+            offset += 1
+        return offset
 
     # ---- reading -----------------------------------------------------------------------
     def entry(self, offset: int) -> tuple[int, int]:

@@ -29,7 +29,16 @@ class StorageFull(StoreError):
 
 
 class CorruptEntry(StoreError):
-    pass
+    """Derived files (consume queues, key index, checkpoint) that cannot be trusted."""
+
+
+class CorruptData(StoreError):
+    """Offsets whose commitlog bytes failed their CRC: they read as this error, never as data."""
+
+    def __init__(self, topic: str, partition: int, first_offset: int, next_offset: int) -> None:
+        super().__init__(f"{topic}-{partition} offsets [{first_offset}, {next_offset}) are corrupt on disk")
+        self.first_offset = first_offset
+        self.next_offset = next_offset  # the first offset after the damaged range
 
 
 class EntryTooLarge(StoreError):

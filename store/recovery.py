@@ -1,14 +1,18 @@
 """Opening derived state: trust it after a clean shutdown, else rebuild it from the commitlog.
 
 Owns validating consume queues and key-index files against the checkpoint and the commitlog
-end, and the full rebuild (scan + torn-tail truncation, then re-deriving every queue and the
-key index). Never trusts a queue that is missing, mis-sized or points past the commitlog end.
+end, verifying the commitlog's CRCs after a clean shutdown, and the full rebuild (scan +
+torn-tail truncation, then re-deriving every queue and the key index). Offsets whose bytes
+are damaged are marked corrupt in their queue and logged with topic, partition and offset
+range. Never trusts a queue that is missing, mis-sized or points past the commitlog end, and
+never deletes damaged bytes that valid entries follow.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+import time
 from pathlib import Path
 
 from store import records
@@ -16,9 +20,11 @@ from store.checkpoint import Checkpoint, queue_key
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.consume_queue import ConsumeQueue
+from store.entry import EntryHeader
 from store.errors import CorruptEntry
 from store.key_index import KeyIndex
 from store.partition import Partition, queue_dir
+from store.segment_walk import CorruptRegion
 from store.topics import TopicRegistry
 
 log = logging.getLogger(__name__)
@@ -45,7 +51,58 @@ def load_trusted(root: Path, registry: TopicRegistry, config: StoreConfig, commi
     for f in index.files:
         if f.count and f.last_position >= commitlog.write_position:
             raise CorruptEntry(f"{f.path} points past the commitlog end")
+    if config.verify_on_start:
+        _verify(commitlog, partitions)
     return partitions, index
+
+
+def _verify(commitlog: CommitLog, partitions: Partitions) -> None:
+    """CRC-check the commitlog below the write position; mark the offsets of damaged bytes."""
+    began = time.monotonic()
+    regions = commitlog.verify()
+    damage = Damage()
+    for region in regions:
+        damage.region(region)
+        for part in partitions.values():
+            q = part.queue
+            first = q.first_offset_at_or_after(region.start)
+            stop = q.first_offset_at_or_after(region.end)
+            if first < stop:
+                q.mark_corrupt(first, stop)
+                damage.offsets(part, first, stop)
+    damage.log()
+    log.info("verified %d commitlog bytes in %.2f s (commitlog.verify.on.start)",
+             commitlog.write_position - commitlog.min_position, time.monotonic() - began)
+
+
+class Damage:
+    """What startup found damaged, for one log line per region and per partition."""
+
+    def __init__(self) -> None:
+        self.regions: list[CorruptRegion] = []
+        self.ranges: dict[tuple[str, int], list[list[int]]] = {}
+
+    def region(self, region: CorruptRegion) -> None:
+        self.regions.append(region)
+
+    def offsets(self, part: Partition, first: int, stop: int) -> None:
+        ranges = self.ranges.setdefault((part.topic, part.index), [])
+        if ranges and ranges[-1][1] == first:
+            ranges[-1][1] = stop
+        else:
+            ranges.append([first, stop])
+
+    def log(self) -> None:
+        for r in self.regions:
+            log.error("commitlog bytes [%d, %d) are corrupt (CRC-32C mismatch); kept on disk, not served",
+                      r.start, r.end)
+        for (topic, partition), ranges in sorted(self.ranges.items()):
+            for first, stop in ranges:
+                log.error("corrupt data: topic %s partition %d offsets %d-%d (%d offsets) read as "
+                          "CORRUPT_MESSAGE; earlier and later offsets stay readable",
+                          topic, partition, first, stop - 1, stop - first)
+        if self.regions and not self.ranges:
+            log.error("the corrupt commitlog bytes held no offsets of a live topic")
 
 
 def _check_queue(q: ConsumeQueue, commitlog: CommitLog, name: str) -> None:
@@ -53,7 +110,7 @@ def _check_queue(q: ConsumeQueue, commitlog: CommitLog, name: str) -> None:
         raise CorruptEntry(f"queue {name}: log start beyond high watermark")
     if q.high_watermark > q.log_start:
         pos, size = q.entry(q.high_watermark - 1)
-        if size <= 0 or pos + size > commitlog.write_position or pos < commitlog.min_position:
+        if size == 0 or pos + max(size, 0) > commitlog.write_position or pos < commitlog.min_position:
             raise CorruptEntry(f"queue {name}: last entry does not match the commitlog")
     if q.entry(q.high_watermark)[1] != 0:
         raise CorruptEntry(f"queue {name}: entries beyond the high watermark")
@@ -68,18 +125,38 @@ def rebuild(root: Path, registry: TopicRegistry, config: StoreConfig, commitlog:
     live = {meta.topic_id.bytes: meta for meta in registry.topics.values()}
     per_file = config.queue_entries_per_file
     partitions: Partitions = {}
+    damage = Damage()
     entries = 0
-    for e in commitlog.scan():
+
+    def partition_for(e: EntryHeader) -> Partition | None:
         meta = live.get(e.topic_id)
         if meta is None or e.partition >= meta.partitions or meta.name != e.topic:
-            continue  # a deleted topic's entry (or an older incarnation): stays dead
+            return None  # a deleted topic's entry (or an older incarnation): stays dead
         part = partitions.get((meta.name, e.partition))
         if part is None:
             q = ConsumeQueue.create(queue_dir(qroot, meta.name, e.partition), per_file, e.base_offset)
             part = partitions[(meta.name, e.partition)] = Partition.of(meta, e.partition, q)
+        return part
+
+    last_damage = -1  # where the newest corrupt region starts: lost offsets are placed there
+    for e in commitlog.scan():
+        if isinstance(e, CorruptRegion):
+            damage.region(e)
+            last_damage = e.start
+            claimed = e.claimed
+            part = partition_for(claimed) if claimed is not None else None
+            if part is not None and claimed.base_offset == part.queue.high_watermark:
+                _lose(part, damage, claimed.base_offset + claimed.record_count, e.start)
+            continue
+        part = partition_for(e)
+        if part is None:
+            continue
         q = part.queue
         if e.base_offset < q.high_watermark:
             continue
+        if e.base_offset > q.high_watermark:  # offsets are contiguous: the missing ones were damaged
+            previous = q.entry(q.high_watermark - 1)[0] if q.high_watermark > q.log_start else -1
+            _lose(part, damage, e.base_offset, last_damage if last_damage > previous else e.position)
         batch = commitlog.view(e.batch_position, e.batch_size)
         if part.tag_header is None:
             q.put(e.base_offset, e.record_count, e.batch_position, e.batch_size)
@@ -88,14 +165,29 @@ def rebuild(root: Path, registry: TopicRegistry, config: StoreConfig, commitlog:
                          records.tag_hashes(batch, part.tag_header))
         if part.key_indexed:
             for delta, key in records.keyed_records(batch):
-                index.add(records.key_hash(meta.name, key), e.batch_position, e.store_timestamp, delta)
+                index.add(records.key_hash(part.topic, key), e.batch_position, e.store_timestamp, delta)
         q.high_watermark = e.base_offset + e.record_count
         entries += 1
     for meta in registry.topics.values():
         for p in range(meta.partitions):
-            if (meta.name, p) not in partitions:
-                start = ckpt.queues.get(queue_key(str(meta.topic_id), p), (0, 0))[1] if ckpt else 0
+            bounds = ckpt.queues.get(queue_key(str(meta.topic_id), p)) if ckpt else None
+            part = partitions.get((meta.name, p))
+            if part is None:
+                start = bounds[1] if bounds else 0
                 q = ConsumeQueue.create(queue_dir(qroot, meta.name, p), per_file, start)
                 partitions[(meta.name, p)] = Partition.of(meta, p, q)
+            elif bounds and bounds[1] > part.queue.high_watermark and damage.regions:
+                # offsets a checkpoint saw are gone: never hand them out again
+                _lose(part, damage, bounds[1], commitlog.write_position)
+    damage.log()
     log.info("rebuilt consume queues and key index from %d commitlog entries", entries)
     return partitions, index
+
+
+def _lose(part: Partition, damage: Damage, stop: int, position: int) -> None:
+    """Mark offsets [high watermark, stop) corrupt (their batch is damaged) and move past them."""
+    q = part.queue
+    first = q.high_watermark
+    q.mark_corrupt(first, stop, position)
+    q.high_watermark = stop
+    damage.offsets(part, first, stop)

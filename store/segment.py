@@ -90,6 +90,10 @@ class Segment:
     def flush(self) -> None:
         os.fdatasync(self.fd)
 
+    def find(self, sub: bytes, start: int, end: int) -> int:
+        """Lowest local offset in [start, end) where `sub` starts, -1 if none (recovery's resync)."""
+        return self._mm.find(sub, start, end) if self._mm is not None else -1
+
     def drop(self, unlink: bool) -> None:
         """Forget the file; the mapping lives on until the last reader's view is gone."""
         if self.fd >= 0:

@@ -25,9 +25,16 @@ from store import msgid, records, recovery, retention
 from store.checkpoint import Checkpoint, mark_clean, queue_key, take_clean_mark
 from store.commitlog import CommitLog
 from store.config import StoreConfig
-from store.consume_queue import ConsumeQueue
-from store.entry import ENTRY_AT_BATCH, ENTRY_HEADER, MAGIC_DATA
-from store.errors import CorruptEntry, OffsetOutOfRange, StorageFull, UnknownPartition, UnknownTopic
+from store.consume_queue import CORRUPT, ConsumeQueue
+from store.entry import ENTRY_AT_BATCH, ENTRY_HEADER, MAGIC_DATA, crc_of
+from store.errors import (
+    CorruptData,
+    CorruptEntry,
+    OffsetOutOfRange,
+    StorageFull,
+    UnknownPartition,
+    UnknownTopic,
+)
 from store.flush import Flusher, FlushHandle
 from store.key_index import KeyIndex
 from store.offsets import OffsetStore
@@ -258,6 +265,10 @@ class Store:
         total = 0
         while offset < hw:
             pos, size = q.entry(offset)
+            if size == CORRUPT:
+                if batches:
+                    break  # the next read answers the error
+                raise CorruptData(topic, partition, offset, q.corrupt_until(offset))
             view = self._log.view(pos, size) if size else None
             if view is None:
                 if batches:
@@ -327,12 +338,12 @@ class Store:
         head = self._log.view(batch_position - ENTRY_AT_BATCH, ENTRY_HEADER.size)
         if head is None or len(head) < ENTRY_HEADER.size:
             return None
-        length, _, magic, _, tlen, topic_id, partition, base, count, _, _ = ENTRY_HEADER.unpack_from(head)
+        length, head_crc, magic, _, tlen, topic_id, partition, base, count, _, _ = ENTRY_HEADER.unpack_from(head)
         if magic != MAGIC_DATA or not 0 <= offset_delta < count:
             return None
         entry = self._log.view(batch_position - ENTRY_AT_BATCH, length)
-        if entry is None or len(entry) < length:
-            return None
+        if entry is None or len(entry) < length or crc_of(entry, 0, length) != head_crc:
+            return None  # gone, or damaged at rest: a lookup never decodes corrupt bytes
         topic = bytes(entry[length - tlen:]).decode()
         meta = self._registry.topics.get(topic)
         if meta is None or meta.topic_id.bytes != topic_id:
@@ -354,6 +365,8 @@ class Store:
         if not q.log_start <= offset < q.high_watermark:
             raise OffsetOutOfRange(f"{topic}-{partition} offset {offset}")
         pos, size = q.entry(offset)
+        if size == CORRUPT:
+            raise CorruptData(topic, partition, offset, q.corrupt_until(offset))
         view = self._log.view(pos, size)
         if view is None:
             raise OffsetOutOfRange(f"{topic}-{partition} offset {offset}")

@@ -43,8 +43,8 @@ class TimeIndex:
         offset = self.covered
         while offset < stop:
             pos, size = queue.entry(offset)
-            view = log.view(pos, size)
-            if view is None or size == 0:
+            view = log.view(pos, size) if size > 0 else None  # < 0: corrupt, not indexed
+            if view is None:
                 offset += 1
                 continue
             last = offset + _LAST_DELTA.unpack_from(view, 23)[0] + 1
@@ -92,4 +92,4 @@ def max_timestamp_offset(index: TimeIndex, queue: ConsumeQueue, log: CommitLog) 
 
 def _batch(queue: ConsumeQueue, log: CommitLog, offset: int) -> memoryview | None:
     pos, size = queue.entry(offset)
-    return log.view(pos, size) if size else None
+    return log.view(pos, size) if size > 0 else None

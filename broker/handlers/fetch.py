@@ -15,7 +15,7 @@ from broker.view_fetch import read_view
 from broker.views import TAG_HEADER, data_topic, view_of
 from protocol.codec import Request
 from protocol.errors import ErrorCode
-from store import OffsetOutOfRange
+from store import CorruptData, OffsetOutOfRange
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 LEADER_EPOCH = 0
@@ -72,6 +72,16 @@ def _read_all(broker: Broker, cls, body):
                 has_error = True
                 parts.append(PartitionData(partition_index=p.partition, error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
                                            high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                                           aborted_transactions=None, preferred_read_replica=-1, records=b""))
+                continue
+            except CorruptData:
+                # damaged at rest (found by the startup CRC check): an error, never garbage;
+                # Java consumers raise it to the application, which may seek past the range
+                has_error = True
+                hw = broker.store.high_watermark(meta.name, p.partition)
+                parts.append(PartitionData(partition_index=p.partition, error_code=ErrorCode.CORRUPT_MESSAGE,
+                                           high_watermark=hw, last_stable_offset=hw,
+                                           log_start_offset=broker.store.log_start_offset(meta.name, p.partition),
                                            aborted_transactions=None, preferred_read_replica=-1, records=b""))
                 continue
             batches = result.batches
