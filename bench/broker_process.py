@@ -1,0 +1,104 @@
+"""A Gregor broker started by the benchmark: start, wait until it listens, read its CPU time
+and peak RSS from /proc, stop it with SIGTERM. Only the process started here is ever
+signalled, by its PID.
+
+With `profile` set, the broker runs under cProfile (bench/profiled_broker.py) and writes
+its stats to that path when it stops.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class BrokerProcess:
+    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None,
+                 profile: Path | None = None) -> None:
+        self.data_dir = data_dir
+        self.settings = settings or {}
+        self.profile = profile
+        self.proc: subprocess.Popen | None = None
+        self.port = 0
+        self.stderr_path = data_dir.parent / f"{data_dir.name}.stderr"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable]
+        if self.profile is not None:
+            cmd += [str(ROOT / "bench" / "profiled_broker.py"), str(self.profile)]
+        else:
+            cmd += ["-m", "broker"]
+        cmd += ["serve", "--data-dir", str(self.data_dir), "--host", "127.0.0.1", "--port", "0"]
+        for key, value in self.settings.items():
+            cmd += ["--set", f"{key}={value}"]
+        with open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.search(rb"listening on 127\.0\.0\.1:(\d+)", self.stderr_path.read_bytes())
+            if found:
+                self.port = int(found.group(1))
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"broker did not start: {self.stderr_path.read_text(errors='replace')[-2000:]}")
+
+    def cpu_seconds(self) -> float:
+        """utime + stime of the broker process (all its threads)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+    def peak_rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def written_bytes(self) -> int:
+        for line in Path(f"/proc/{self.pid}/io").read_text().splitlines():
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+        return 0
+
+    def wait_idle(self, timeout: float = 60.0) -> float:
+        """Wait until the broker stops writing and burning CPU (segment pre-allocation and
+        pre-zeroing run in the background after start); returns the seconds waited."""
+        start = time.monotonic()
+        quiet = 0
+        last = (self.cpu_seconds(), self.written_bytes())
+        while time.monotonic() - start < timeout and quiet < 3:
+            time.sleep(0.25)
+            now = (self.cpu_seconds(), self.written_bytes())
+            quiet = quiet + 1 if now[0] - last[0] < 0.03 and now[1] - last[1] < (1 << 20) else 0
+            last = now
+        return time.monotonic() - start
+
+    def stop(self, timeout: float = 60.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)

@@ -1,0 +1,179 @@
+"""Load generators for bench/run.py, one per process so that the client never shares a
+Python interpreter with another client (librdkafka's own threads still share the 2 CPUs
+with the broker).
+
+Run: .venv/bin/python bench/loadgen.py '<json spec>'
+The spec's "mode" is produce, consume, latency-produce or latency-consume. The process
+prints "ready" once it is connected (latency-consume only) and then one JSON line with its
+result. Every loop is bounded by a message count and by a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+import time
+
+import numpy as np
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+STAMP = struct.Struct("<q")  # latency payloads start with time.monotonic_ns() at send
+
+
+def _targets(spec: dict) -> list[tuple[str, int]]:
+    return [(topic, p) for topic in spec["topics"] for p in range(spec["partitions_per_topic"])]
+
+
+def _producer(spec: dict, linger_ms: float) -> Producer:
+    return Producer({
+        "bootstrap.servers": spec["bootstrap"],
+        "acks": spec.get("acks", "1"),
+        "linger.ms": linger_ms,
+        "batch.size": 1_000_000,
+        "message.max.bytes": 1_048_576,
+        "compression.type": "none",
+        "enable.idempotence": False,
+        "queue.buffering.max.kbytes": 131_072,  # at most ~1 s of 1 KiB data left to flush
+        "queue.buffering.max.messages": 500_000,
+        "delivery.report.only.error": True,
+        "on_delivery": _count_failure,
+    })
+
+
+_failures = 0
+
+
+def _count_failure(err, _msg) -> None:
+    global _failures
+    if err is not None:
+        _failures += 1
+
+
+def produce(spec: dict) -> dict:
+    """Produce fixed-size values round-robin over the partitions until the count or the deadline."""
+    producer = _producer(spec, spec.get("linger_ms", 5))
+    targets = _targets(spec)
+    n_targets = len(targets)
+    value = b"x" * spec["size"]
+    limit = spec["max_messages"]
+    send = producer.produce
+    poll = producer.poll
+    sent = 0
+    start = time.perf_counter()
+    deadline = start + spec["seconds"]
+    while sent < limit:
+        topic, partition = targets[sent % n_targets]
+        try:
+            send(topic, value, partition=partition)
+        except BufferError:
+            poll(0.002)
+            continue
+        sent += 1
+        if sent & 1023 == 0:
+            poll(0)
+            if time.perf_counter() > deadline:
+                break
+    left = producer.flush(spec.get("flush_timeout", 60))
+    elapsed = time.perf_counter() - start
+    delivered = sent - left - _failures
+    return {"sent": sent, "delivered": delivered, "failed": _failures, "undelivered": left,
+            "seconds": elapsed, "msgs_per_s": delivered / elapsed,
+            "mb_per_s": delivered * spec["size"] / elapsed / 1e6}
+
+
+def _consumer(spec: dict) -> Consumer:
+    return Consumer({
+        "bootstrap.servers": spec["bootstrap"],
+        "group.id": spec.get("group", "gregor-bench"),
+        "enable.auto.commit": False,
+        "enable.partition.eof": False,
+        "fetch.max.bytes": 52_428_800,
+        "max.partition.fetch.bytes": spec.get("partition_fetch_bytes", 1_048_576),
+        "queued.max.messages.kbytes": 262_144,
+    })
+
+
+def consume(spec: dict) -> dict:
+    """Read `expected` messages from the beginning of every partition; rate from first to last."""
+    consumer = _consumer(spec)
+    consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in _targets(spec)])
+    expected = spec["expected"]
+    got = errors = 0
+    nbytes = 0
+    start = time.perf_counter()
+    first = None
+    deadline = start + spec["seconds"]
+    while got < expected and time.perf_counter() < deadline:
+        batch = consumer.consume(10_000, 0.2)
+        if not batch:
+            continue
+        if first is None:
+            first = time.perf_counter()
+        for m in batch:
+            if m.error() is not None:
+                errors += 1
+            else:
+                got += 1
+                nbytes += len(m)
+    end = time.perf_counter()
+    consumer.close()
+    span = end - (first or start)
+    return {"received": got, "errors": errors, "bytes": nbytes, "seconds": span,
+            "seconds_with_connect": end - start, "msgs_per_s": got / span if span else 0.0,
+            "mb_per_s": nbytes / span / 1e6 if span else 0.0}
+
+
+def latency_produce(spec: dict) -> dict:
+    """Send `count` stamped messages at a fixed rate, linger 0."""
+    producer = _producer(spec, 0)
+    pad = b"x" * (spec["size"] - STAMP.size)
+    rate, count = spec["rate"], spec["count"]
+    topic = spec["topics"][0]
+    start = time.perf_counter()
+    for i in range(count):
+        due = start + i / rate
+        while (now := time.perf_counter()) < due:
+            producer.poll(min(due - now, 0.001))
+        producer.produce(topic, STAMP.pack(time.monotonic_ns()) + pad, partition=0)
+        producer.poll(0)
+    left = producer.flush(30)
+    elapsed = time.perf_counter() - start
+    return {"sent": count, "undelivered": left, "failed": _failures, "seconds": elapsed,
+            "achieved_rate": count / elapsed}
+
+
+def latency_consume(spec: dict) -> dict:
+    """Receive stamped messages and record now - stamp, in microseconds."""
+    consumer = _consumer(spec)
+    consumer.assign([TopicPartition(spec["topics"][0], 0, OFFSET_BEGINNING)])
+    warm_until = time.perf_counter() + 1.0
+    while time.perf_counter() < warm_until:
+        consumer.poll(0.1)
+    print("ready", flush=True)
+    count = spec["count"]
+    samples = np.empty(count, dtype=np.int64)
+    got = 0
+    deadline = time.perf_counter() + spec["seconds"]
+    while got < count and time.perf_counter() < deadline:
+        m = consumer.poll(0.05)
+        if m is None or m.error() is not None:
+            continue
+        samples[got] = time.monotonic_ns() - STAMP.unpack_from(m.value())[0]
+        got += 1
+    consumer.close()
+    return {"received": got, "latency_us": (samples[:got] // 1000).tolist()}
+
+
+MODES = {"produce": produce, "consume": consume,
+         "latency-produce": latency_produce, "latency-consume": latency_consume}
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    result = MODES[spec["mode"]](spec)
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
