@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -58,11 +59,16 @@ def test_sigkill_never_loses_acknowledged_appends(tmp_path):
     for _ in range(20):
         proc = subprocess.Popen([sys.executable, "-m", "tests.store.crash_writer", str(data_dir)],
                                 cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        time.sleep(rng.uniform(0.3, 0.9))
+        # Kill at a random moment after the writer has started acknowledging (start-up time
+        # varies with machine load, so a fixed delay could kill it before its first append).
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        assert ready, "crash writer printed nothing within 120 s"
+        first = proc.stdout.readline()
+        time.sleep(rng.uniform(0.05, 0.6))
         proc.send_signal(signal.SIGKILL)
         out, err = proc.communicate()
         assert proc.returncode == -signal.SIGKILL, err.decode()
-        for line in out.decode().splitlines():
+        for line in (first + out).decode().splitlines():
             parts = line.split()
             if len(parts) == 3:  # a line cut by the kill was never fully acknowledged
                 p, _, last = map(int, parts)
