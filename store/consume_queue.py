@@ -13,6 +13,7 @@ Entry layout, little-endian, packed (see docs/storage.md):
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import shutil
@@ -20,11 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from store.errors import CorruptEntry
+from store.errors import CorruptEntry, StorageFull
 
 QUEUE_ENTRY = np.dtype([("pos", "<i8"), ("size", "<i4"), ("tag", "<i8")])
 ENTRY_SIZE = QUEUE_ENTRY.itemsize  # 20
 CORRUPT = -1  # size of an offset whose batch is damaged; position still orders it
+RESERVE_ENTRIES = 4096  # queue entries backed by disk blocks ahead of the writer (80 KiB)
 
 
 def _map(path: Path, size: int, create: bool) -> np.ndarray:
@@ -41,6 +43,20 @@ def _map(path: Path, size: int, create: bool) -> np.ndarray:
     return np.frombuffer(mm, dtype=QUEUE_ENTRY)
 
 
+def _allocate(path: Path, start: int, length: int) -> None:
+    """Back a byte range of a sparse queue file with real blocks: a store to an unbacked page
+    of a mapping on a full file system is SIGBUS, which would kill the broker."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, start, length)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise StorageFull(f"cannot grow consume queue file {path}: {exc}") from exc
+        raise
+    finally:
+        os.close(fd)
+
+
 def _mmap_of(arr: np.ndarray) -> mmap.mmap:
     base = arr.base
     return base.obj if isinstance(base, memoryview) else base
@@ -55,6 +71,7 @@ class ConsumeQueue:
         self.high_watermark = 0
         self._cur_index = -1
         self._cur: np.ndarray | None = None
+        self._reserved = 0  # entries below this offset have disk blocks (see reserve)
 
     @classmethod
     def create(cls, directory: Path, per_file: int, first_offset: int = 0) -> ConsumeQueue:
@@ -87,6 +104,22 @@ class ConsumeQueue:
         return arr
 
     # ---- writing -----------------------------------------------------------------------
+    def reserve(self, offset: int, count: int) -> None:
+        """Make sure entries [offset, offset+count) have disk blocks before anything is
+        written; raises StorageFull (having written nothing) when the disk is full."""
+        stop = offset + count
+        if stop <= self._reserved:
+            return
+        at = max(self._reserved, offset)
+        while at < stop:
+            index, slot = divmod(at, self.per_file)
+            self._file(index, create=True)
+            end = min(self.per_file, max(stop - index * self.per_file, slot + RESERVE_ENTRIES))
+            _allocate(self.directory / f"{index * self.per_file:020d}", slot * ENTRY_SIZE,
+                      (end - slot) * ENTRY_SIZE)
+            at = index * self.per_file + end
+        self._reserved = at
+
     def put(self, offset: int, count: int, position: int, size: int) -> None:
         """Point `count` entries from `offset` at one batch; tag hash 0."""
         index, slot = divmod(offset, self.per_file)

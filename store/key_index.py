@@ -17,6 +17,7 @@ Layout, little-endian (see docs/storage.md):
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import shutil
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from store.errors import CorruptEntry
+from store.errors import CorruptEntry, StorageFull
 
 MAGIC = 0x58494B47
 FORMAT_VERSION = 1
@@ -57,9 +58,14 @@ class IndexFile:
         size = cls.file_size(slots, capacity)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.ftruncate(fd, size)
+            os.posix_fallocate(fd, 0, size)  # never SIGBUS on a full disk: fail here instead
             mm = mmap.mmap(fd, size)
             mm.madvise(mmap.MADV_RANDOM)
+        except OSError as exc:
+            path.unlink(missing_ok=True)
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise StorageFull(f"cannot create key index file {path}: {exc}") from exc
+            raise
         finally:
             os.close(fd)
         HEADER.pack_into(mm, 0, MAGIC, FORMAT_VERSION, 0, slots, capacity, 0, 0, -1, -1, -1)
@@ -122,10 +128,19 @@ class KeyIndex:
         shutil.rmtree(directory, ignore_errors=True)
         return cls(directory, slots, capacity)
 
+    def reserve(self, count: int) -> None:
+        """Make room for `count` more entries before anything is written: creating the next
+        file is where a full disk shows (StorageFull)."""
+        if not self.files or self.files[-1].count + count > self.files[-1].capacity:
+            self._next_file()
+
+    def _next_file(self) -> None:
+        seq = int(self.files[-1].path.name) + 1 if self.files else 0
+        self.files.append(IndexFile.create(self.directory / f"{seq:020d}", self.slots, self.capacity))
+
     def add(self, key_hash: int, position: int, store_ts: int, offset_delta: int) -> None:
         if not self.files or self.files[-1].full:
-            seq = int(self.files[-1].path.name) + 1 if self.files else 0
-            self.files.append(IndexFile.create(self.directory / f"{seq:020d}", self.slots, self.capacity))
+            self._next_file()
         self.files[-1].add(key_hash, position, store_ts, offset_delta)
 
     def candidates(self, key_hash: int, begin_ts: int, end_ts: int) -> Iterator[tuple[int, int]]:

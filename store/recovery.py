@@ -158,6 +158,7 @@ def rebuild(root: Path, registry: TopicRegistry, config: StoreConfig, commitlog:
             previous = q.entry(q.high_watermark - 1)[0] if q.high_watermark > q.log_start else -1
             _lose(part, damage, e.base_offset, last_damage if last_damage > previous else e.position)
         batch = commitlog.view(e.batch_position, e.batch_size)
+        q.reserve(e.base_offset, e.record_count)  # a full disk fails the start, never SIGBUS
         if part.tag_header is None:
             q.put(e.base_offset, e.record_count, e.batch_position, e.batch_size)
         else:
@@ -188,6 +189,7 @@ def _lose(part: Partition, damage: Damage, stop: int, position: int) -> None:
     """Mark offsets [high watermark, stop) corrupt (their batch is damaged) and move past them."""
     q = part.queue
     first = q.high_watermark
+    q.reserve(first, stop - first)
     q.mark_corrupt(first, stop, position)
     q.high_watermark = stop
     damage.offsets(part, first, stop)

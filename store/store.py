@@ -222,6 +222,11 @@ class Store:
             now = max(now, self._last_ts)
             self._last_ts = now
             try:
+                # every page written below must have disk blocks first: a full disk is
+                # StorageFull here, before any byte is written, never SIGBUS on an mmap store
+                q.reserve(base, count)
+                if keys:
+                    self._key_index.reserve(len(keys))
                 pos = self._log.append(batch, part.topic_id, part.topic_bytes, partition, base, count,
                                        now, header.max_timestamp)
             except OSError as exc:
