@@ -15,9 +15,11 @@ from broker.view_fetch import read_view
 from broker.views import TAG_HEADER, data_topic, view_of
 from protocol.codec import Request
 from protocol.errors import ErrorCode
+from protocol.record_batch import ATTRIBUTES_OFFSET, CODEC_MASK, CODEC_ZSTD
 from store import CorruptData, OffsetOutOfRange
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+ZSTD_MIN_FETCH_VERSION = 10
 LEADER_EPOCH = 0
 
 
@@ -29,7 +31,7 @@ async def handle_fetch(broker: Broker, request: Request):
     keys = [(data_topic(topics_now, t.topic), p.partition) for t in body.topics for p in t.partitions]
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     while True:
-        topics, size, has_error = _read_all(broker, cls, body)
+        topics, size, has_error = _read_all(broker, cls, body, version)
         if size >= body.min_bytes or has_error or not keys or trio.current_time() >= deadline:
             break
         event = trio.Event()
@@ -42,7 +44,7 @@ async def handle_fetch(broker: Broker, request: Request):
     return cls[version](throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
 
 
-def _read_all(broker: Broker, cls, body):
+def _read_all(broker: Broker, cls, body, version: int):
     PartitionData = cls.FetchableTopicResponse.PartitionData
     remaining = body.max_bytes
     size = 0
@@ -87,6 +89,14 @@ def _read_all(broker: Broker, cls, body):
             batches = result.batches
             if size and batches and (limit <= 0 or len(batches[0]) > limit):
                 batches = []  # KIP-74 exempts only the response's first batch from the limits
+            if version < ZSTD_MIN_FETCH_VERSION and any(b[ATTRIBUTES_OFFSET + 1] & CODEC_MASK == CODEC_ZSTD
+                                                        for b in batches):
+                has_error = True  # a client this old cannot read zstd (Kafka answers the same)
+                parts.append(PartitionData(partition_index=p.partition,
+                                           error_code=ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                                           high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                                           aborted_transactions=None, preferred_read_replica=-1, records=b""))
+                continue
             records = b"".join(batches)
             # a view's empty gap batches move consumers on but are not data for min_bytes
             size += len(records) if view is None else result.matched_bytes

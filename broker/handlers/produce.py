@@ -17,10 +17,11 @@ from broker.metrics import BrokerMetrics
 from broker.producer_state import Verdict
 from protocol.codec import Request
 from protocol.errors import ErrorCode
-from protocol.record_batch import InvalidBatch, stamp_log_append_time, validate_produce_records
+from protocol.record_batch import CODEC_ZSTD, InvalidBatch, stamp_log_append_time, validate_produce_records
 from store import StorageFull, StoreError
 
 log = logging.getLogger("gregor.produce")
+ZSTD_MIN_PRODUCE_VERSION = 7  # KIP-110: zstd needs Produce v7+ and Fetch v10+
 
 
 async def handle_produce(broker: Broker, request: Request):
@@ -40,7 +41,7 @@ async def handle_produce(broker: Broker, request: Request):
         results = {key: _error(ErrorCode.INVALID_REQUIRED_ACKS) for key in wanted}
     else:
         for (topic, partition), records in wanted.items():
-            result, handle = _append_one(broker, topic, partition, records)
+            result, handle = _append_one(broker, topic, partition, records, version)
             results[(topic, partition)] = result
             if handle is not None:
                 handles.append(handle)
@@ -55,7 +56,7 @@ def _error(code: ErrorCode, log_start: int = -1, message: str | None = None) -> 
     return code, -1, -1, log_start, message
 
 
-def _append_one(broker: Broker, topic: str, partition: int, records: bytes | None):
+def _append_one(broker: Broker, topic: str, partition: int, records: bytes | None, version: int):
     meta = broker.topic(topic)
     if meta is None or not 0 <= partition < meta.partitions:
         return _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
@@ -69,6 +70,8 @@ def _append_one(broker: Broker, topic: str, partition: int, records: bytes | Non
         # Kafka answers a refused batch with no message and log_start_offset -1; the reason goes to the log.
         log.info("refused batch for %s-%d: %s", topic, partition, exc)
         return _error(exc.error_code, log_start if exc.record_level else -1), None
+    if header.compression == CODEC_ZSTD and version < ZSTD_MIN_PRODUCE_VERSION:
+        return _error(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE), None
     check = broker.producers.check(topic, partition, header)
     if check.verdict is Verdict.REJECT:
         return _error(check.error, log_start), None

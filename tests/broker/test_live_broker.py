@@ -126,3 +126,29 @@ def test_per_topic_max_message_bytes_refuses_larger_batches(gregor, topic_name):
     assert produce(client, topic_name, batch(1, value=b"x" * 3000)).error_code == 10
     assert produce(client, topic_name, batch(1, value=b"x" * 100)).error_code == 0
     assert fetch(client, topic_name, 0).high_watermark == 1
+
+
+def zstd_batch() -> bytes:
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=4, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    for i in range(3):
+        b.append(i, timestamp=1000 + i, key=None, value=b"zstd-value " * 50, headers=[])
+    return bytes(b.build())
+
+
+def test_zstd_needs_produce_v7_and_fetch_v10(gregor, topic_name):
+    client = WireClient(gregor)
+    create(client, topic_name)
+    T = ProduceRequest.TopicProduceData
+    old = ProduceRequest[6](acks=1, timeout_ms=5000, topic_data=[
+        T(name=topic_name, partition_data=[T.PartitionProduceData(index=0, records=zstd_batch())])])
+    assert client.request(old).responses[0].partition_responses[0].error_code == 76
+    assert produce(client, topic_name, zstd_batch()).error_code == 0
+    F = FetchRequest.FetchTopic
+    old_fetch = FetchRequest[9](replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                                session_id=0, session_epoch=-1, topics=[F(topic=topic_name, partitions=[
+                                    F.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0,
+                                                     log_start_offset=-1, partition_max_bytes=1 << 20)])],
+                                forgotten_topics_data=[])
+    assert client.request(old_fetch).responses[0].partitions[0].error_code == 76
+    assert len(fetch(client, topic_name, 0).records) > 0
