@@ -1,12 +1,14 @@
 """Re-encoding stored batches for views: keep only the records whose real tag matches.
 
 Offsets, timestamps and producer fields are kept as Kafka keeps them for a
-compacted topic: the batch keeps its baseOffset and lastOffsetDelta (so a
-consumer's next fetch starts after the whole original batch), each kept record
-keeps its offset delta and timestamp, the producer id, epoch and base sequence
-are copied, and the CRC is recomputed. The codec is kept (kafka-python's
-builder re-compresses, and sends uncompressed when compression would not
-shrink the records). A batch whose every record matches is returned as stored.
+compacted topic: the batch keeps its baseOffset, lastOffsetDelta (so a
+consumer's next fetch starts after the whole original batch), baseTimestamp,
+maxTimestamp, timestamp type, producer id, epoch and base sequence; the CRC is
+recomputed. Because the batch's base offset and base timestamp stay, each kept
+record is copied byte for byte (its offset and timestamp deltas stay valid). The
+codec is kept: the kept records are compressed again with it, unless that does
+not make them smaller (then the batch goes uncompressed, as kafka-python's
+builder decides). A batch whose every record matches is returned as stored.
 
 `gap_batch` is an empty batch (zero records) spanning offsets with no match, as
 compaction leaves behind; it moves consumers past them. Never touches the store.
@@ -18,20 +20,12 @@ from collections.abc import Collection
 
 import crc32c
 from kafka import codec
-from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.util import decode_varint
 
-from protocol.record_batch import (
-    CODEC_MASK,
-    CONTROL_BIT,
-    CRC_START,
-    HEADER,
-    HEADER_SIZE,
-    TIMESTAMP_TYPE_BIT,
-    TRANSACTIONAL_BIT,
-)
+from protocol.record_batch import CODEC_MASK, CONTROL_BIT, CRC_START, HEADER, HEADER_SIZE
 
 _DECOMPRESS = {1: codec.gzip_decode, 2: codec.snappy_decode, 3: codec.lz4_decode, 4: codec.zstd_decode}
+_COMPRESS = {1: codec.gzip_encode, 2: codec.snappy_encode, 3: codec.lz4_encode, 4: codec.zstd_encode}
 NO_TIMESTAMP = -1
 
 
@@ -41,35 +35,26 @@ def _records_area(batch: memoryview, attributes: int) -> bytes:
     return body if kind == 0 else _DECOMPRESS[kind](body)
 
 
-def _decode_record(buf, pos: int, end: int):
-    """(offset_delta, timestamp_delta, key, value, headers) of the record body buf[pos:end]."""
+def record_tag(buf: bytes, pos: int, end: int, tag_header: str) -> bytes | None:
+    """The value of the first `tag_header` header of the record body buf[pos:end], or None."""
     pos += 1  # attributes, unused in v2
-    ts_delta, pos = decode_varint(buf, pos)
-    offset_delta, pos = decode_varint(buf, pos)
-    size, pos = decode_varint(buf, pos)
-    key = None if size < 0 else bytes(buf[pos:pos + size])
-    pos += max(size, 0)
-    size, pos = decode_varint(buf, pos)
-    value = None if size < 0 else bytes(buf[pos:pos + size])
-    pos += max(size, 0)
+    _, pos = decode_varint(buf, pos)  # timestamp delta
+    _, pos = decode_varint(buf, pos)  # offset delta
+    for _ in range(2):  # key, value
+        size, pos = decode_varint(buf, pos)
+        pos += max(size, 0)
     count, pos = decode_varint(buf, pos)
-    headers = []
+    wanted = tag_header.encode()
     for _ in range(count):
         size, pos = decode_varint(buf, pos)
-        name = bytes(buf[pos:pos + size]).decode()
+        name = buf[pos:pos + size]
         pos += size
         size, pos = decode_varint(buf, pos)
-        headers.append((name, None if size < 0 else bytes(buf[pos:pos + size])))
+        if name == wanted:
+            return None if size < 0 else buf[pos:pos + size]
         pos += max(size, 0)
-    if pos != end:
+    if pos > end:
         raise ValueError("record length does not match its fields")
-    return offset_delta, ts_delta, key, value, headers
-
-
-def _tag_of(headers: list[tuple[str, bytes | None]], tag_header: str) -> bytes | None:
-    for name, value in headers:
-        if name == tag_header:
-            return value
     return None
 
 
@@ -89,6 +74,7 @@ def filter_batch(batch: memoryview, candidates: Collection[int], tag_header: str
     pos = 0
     kept = []
     for index in range(last_wanted + 1):
+        start = pos
         # the record length varint, inlined: this loop runs for every record before the last match
         byte = buf[pos]
         pos += 1
@@ -98,30 +84,25 @@ def filter_batch(batch: memoryview, candidates: Collection[int], tag_header: str
             pos += 1
             raw |= (byte & 0x7F) << shift
             shift += 7
-        length = (raw >> 1) ^ -(raw & 1)
-        if index in wanted:
-            record = _decode_record(buf, pos, pos + length)
-            if _tag_of(record[4], tag_header) in tags:
-                kept.append(record)
-        pos += length
+        end = pos + ((raw >> 1) ^ -(raw & 1))
+        if index in wanted and record_tag(buf, pos, end, tag_header) in tags:
+            kept.append(buf[start:end])
+        pos = end
     if not kept:
         return None
     if len(kept) == count:
         return batch
-    log_append_time = bool(attributes & TIMESTAMP_TYPE_BIT)
-    builder = DefaultRecordBatchBuilder(2, attributes & CODEC_MASK, bool(attributes & TRANSACTIONAL_BIT),
-                                        producer_id, producer_epoch, base_sequence, batch_size=1 << 31)
-    for offset_delta, ts_delta, key, value, headers in kept:
-        timestamp = max_ts if log_append_time else first_ts + ts_delta
-        builder.append(offset_delta, timestamp, key, value, headers)
-    out = builder.build()
-    # Kafka keeps the original lastOffsetDelta (KAFKA-5443) and, for LogAppendTime, the batch times.
-    header = list(HEADER.unpack_from(out))
-    header[0], header[6] = base_offset, last_delta
-    if log_append_time:
-        header[5] |= TIMESTAMP_TYPE_BIT
-        header[7], header[8] = first_ts, max_ts
-    HEADER.pack_into(out, 0, *header)
+    records = b"".join(kept)
+    kind = attributes & CODEC_MASK
+    if kind:
+        compressed = _COMPRESS[kind](records)
+        if len(compressed) < len(records):
+            records = compressed
+        else:
+            attributes &= ~CODEC_MASK
+    out = bytearray(HEADER_SIZE) + records
+    HEADER.pack_into(out, 0, base_offset, len(out) - 12, 0, 2, 0, attributes, last_delta, first_ts, max_ts,
+                     producer_id, producer_epoch, base_sequence, len(kept))
     out[17:21] = crc32c.crc32c(memoryview(out)[CRC_START:]).to_bytes(4, "big")
     return out
 
