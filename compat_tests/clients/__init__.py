@@ -26,10 +26,17 @@ class Unsupported(Exception):
     """The client has no way to express the operation; the scenario skips with this reason."""
 
 
+# kafka-python's error names where they differ from Kafka's (org.apache.kafka.common.protocol.Errors),
+# and each client's own timeout, which the scenarios see as TIMEOUT.
+_KAFKA_NAMES = {"MESSAGE_SIZE_TOO_LARGE": "MESSAGE_TOO_LARGE", "INVALID_TOPIC": "INVALID_TOPIC_EXCEPTION",
+                "KafkaTimeoutError": "TIMEOUT", "_MSG_TIMED_OUT": "TIMEOUT", "_TIMED_OUT": "TIMEOUT"}
+
+
 class ClientError(Exception):
-    """A client reported a broker or client error; `code` is the Kafka error name."""
+    """A client reported a broker or client error; `code` is the Kafka error name (Errors.java)."""
 
     def __init__(self, code: str, detail: str) -> None:
+        code = _KAFKA_NAMES.get(code, code)
         super().__init__(f"{code}: {detail[-1500:]}")
         self.code = code
         self.detail = detail

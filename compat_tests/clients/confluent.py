@@ -83,7 +83,8 @@ class Client:
         producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": idempotent,
                              "acks": "all" if idempotent else "1", "compression.type": codec, "linger.ms": 5,
                              "partitioner": "murmur2_random", "message.max.bytes": max_request_bytes or 1000000,
-                             "message.timeout.ms": 30000})
+                             "message.timeout.ms": 30000,
+                             "topic.metadata.propagation.max.ms": 5000})
         reports: list[tuple] = [None] * len(messages)
 
         def report(i):

@@ -54,7 +54,7 @@ class Client:
         producer = KafkaProducer(
             bootstrap_servers=self.bootstrap, compression_type=None if codec == "none" else codec,
             enable_idempotence=idempotent, acks="all" if idempotent else 1, linger_ms=5,
-            max_request_size=max_request_bytes or 1048576, request_timeout_ms=15000)
+            max_request_size=max_request_bytes or 1048576, request_timeout_ms=15000, max_block_ms=5000)
         try:
             futures = [producer.send(topic, key=m.key, value=m.value, headers=list(m.headers),
                                      partition=m.partition, timestamp_ms=m.timestamp) for m in messages]

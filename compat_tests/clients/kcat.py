@@ -88,6 +88,7 @@ _ERRORS = {
     "Unknown topic or partition": "UNKNOWN_TOPIC_OR_PARTITION",
     "Local: Unknown topic": "UNKNOWN_TOPIC_OR_PARTITION",
     "Local: Message timed out": "TIMEOUT",
+    "Broker: Invalid topic": "INVALID_TOPIC_EXCEPTION",
     "Topic already exists": "TOPIC_ALREADY_EXISTS",
     "Invalid topic": "INVALID_TOPIC_EXCEPTION",
     "API version not supported": "UNSUPPORTED_VERSION",
@@ -186,7 +187,7 @@ class Client:
         raise Unsupported("kcat cannot read committed offsets")
 
     def start_member(self, group, topic):
-        return _Member(["kcat", "-b", self.bootstrap, "-G", group, "-X", "auto.offset.reset=earliest",
+        return _Member(["kcat", "-b", self.bootstrap, "-u", "-G", group, "-X", "auto.offset.reset=earliest",
                         "-X", "session.timeout.ms=10000", "-X", "heartbeat.interval.ms=500", "-J", topic])
 
     def partition_count(self, topic):
@@ -221,7 +222,8 @@ class _Member:
     """A balanced kcat consumer; its stderr tells the assignments (\"% Group g rebalanced ... assigned: t [0]\")."""
 
     def __init__(self, command: list[str]) -> None:
-        self._stdout = tempfile.TemporaryFile("w+")  # noqa: SIM115 - lives as long as kcat; closed in stop()
+        # kcat writes the file through its own descriptor; records() reads it through another.
+        self._stdout = tempfile.NamedTemporaryFile("w", suffix=".jsonl")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(command, stdout=self._stdout, stderr=subprocess.PIPE, text=True)
         self._assigned: set[int] | None = None
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -239,8 +241,9 @@ class _Member:
         return self._assigned
 
     def records(self):
-        self._stdout.seek(0)
-        return [_record(json.loads(line)) for line in self._stdout.read().splitlines() if line.strip()]
+        with open(self._stdout.name) as f:
+            lines = f.read().split("\n")[:-1]  # the last piece may be a line kcat is still writing
+        return [_record(json.loads(line)) for line in lines if line.strip()]
 
     def stop(self) -> None:
         if self.proc.poll() is None:
