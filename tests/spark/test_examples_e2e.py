@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
@@ -53,7 +54,8 @@ def read_topic(bootstrap: str, topic: str, partitions: int) -> list:
     consumer.seek_to_beginning(*tps)
     end = consumer.end_offsets(tps)
     records = []
-    while sum(consumer.position(tp) for tp in tps) < sum(end.values()):
+    deadline = time.monotonic() + 30
+    while sum(consumer.position(tp) for tp in tps) < sum(end.values()) and time.monotonic() < deadline:
         batch = consumer.poll(timeout_ms=1_000)
         records += [r for rs in batch.values() for r in rs]
     consumer.close()
