@@ -46,6 +46,7 @@ from store.topics import TopicMeta, TopicRegistry
 log = logging.getLogger(__name__)
 _BASE = struct.Struct(">q")
 _LAST_DELTA = struct.Struct(">i")
+FULL_WARNING_INTERVAL_S = 10.0  # one "out of disk space" line per this many seconds
 
 
 class AppendResult(NamedTuple):  # a tuple: cheaper to build than a frozen dataclass
@@ -75,6 +76,7 @@ class Store:
         self._lock = threading.Lock()
         self._subscribers: list[Callable[[str, int], None]] = []
         self._last_ts = 0
+        self._full_warned = -FULL_WARNING_INTERVAL_S
         self._sync = config.flush_mode == "sync"
         self._closed = False
         self.offsets = OffsetStore(root / "offsets.log")
@@ -229,8 +231,12 @@ class Store:
                     self._key_index.reserve(len(keys))
                 pos = self._log.append(batch, part.topic_id, part.topic_bytes, partition, base, count,
                                        now, header.max_timestamp)
+            except StorageFull as exc:
+                self._warn_full(exc)
+                raise
             except OSError as exc:
                 if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    self._warn_full(exc)
                     raise StorageFull(str(exc)) from exc
                 raise
             size = len(batch)
@@ -248,6 +254,12 @@ class Store:
         for callback in self._subscribers:
             callback(topic, partition)
         return AppendResult(base, base + count - 1, now, pos + size + len(part.topic_bytes), handle)
+
+    def _warn_full(self, exc: Exception) -> None:
+        now = time.monotonic()
+        if now - self._full_warned >= FULL_WARNING_INTERVAL_S:
+            self._full_warned = now
+            log.warning("out of disk space, appends that need space are refused until some is freed: %s", exc)
 
     def _missing(self, topic: str, partition: int) -> Exception:
         if topic in self._registry.topics:
