@@ -158,7 +158,8 @@ def render(rows: list[tuple], records: int, share: float) -> str:
         f"each), {share:.0%} tagged `{WANTED}`; a view lets `{WANTED}` through. Time for an unchanged client",
         "(`assign()`, from offset 0) to receive every matching record by reading the view, against reading",
         "the whole source (what it must do on Kafka, filtering on its side). Page cache warm.",
-        f"Machine: {platform.machine()}, {_cpus()} CPUs, Python {platform.python_version()}.",
+        (f"Machine: {platform.machine()}, {_cpus()} CPUs, Python {platform.python_version()}; "
+        f"load average {os.getloadavg()[0]:.1f} at the end of the run."),
         "",
         "| layout | client | read all (s) | read view (s) | view speed-up |",
         "|---|---|---:|---:|---:|",
