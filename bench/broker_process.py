@@ -21,6 +21,8 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class BrokerProcess:
+    source = ROOT  # where the broker's packages are imported from (bench/run.py --source)
+
     def __init__(self, data_dir: Path, settings: dict[str, str] | None = None,
                  profile: Path | None = None) -> None:
         self.data_dir = data_dir
@@ -50,7 +52,8 @@ class BrokerProcess:
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
         with open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+            env = {**os.environ, "PYTHONPATH": str(self.source)}
+            self.proc = subprocess.Popen(cmd, cwd=self.source, env=env, stdout=subprocess.DEVNULL, stderr=err)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             found = re.search(rb"listening on 127\.0\.0\.1:(\d+)", self.stderr_path.read_bytes())

@@ -3,9 +3,10 @@
 Run: .venv/bin/python bench/run.py --profile [--quick]
 One broker is profiled while a confluent-kafka producer writes 1 KiB messages to one
 partition, then to 1,000 partitions; another, restarted on the same data, while a consumer
-reads everything back. Prints, per path, the functions with the most own time as a share
-of the event loop's busy time (time blocked in epoll is idle and left out). cProfile
-inflates functions that are called very often, so read the shares as an ordering.
+reads everything back; a last one under small requests (1 KiB at 1,000 msg/s, linger 0,
+a consumer long-polling). Prints, per path, the functions with the most own CPU time as a
+share of the event loop thread's CPU time (epoll waits are left out). cProfile inflates
+functions that are called very often, so read the shares as an ordering.
 """
 
 from __future__ import annotations
@@ -39,13 +40,29 @@ def _topics(bootstrap: str, names: list[str], partitions: int) -> None:
         future.result()
 
 
+def _latency(bootstrap: str, rate: int, seconds: float) -> dict:
+    base = {"bootstrap": bootstrap, "topics": ["latency"], "partitions_per_topic": 1, "size": 1024,
+            "count": int(rate * seconds), "rate": rate}
+    consumer = subprocess.Popen([sys.executable, str(LOADGEN), json.dumps({**base, "mode": "latency-consume",
+                                 "seconds": seconds + 30})], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        consumer.stdout.readline()  # type: ignore[union-attr]  # "ready"
+        sent = _client({**base, "mode": "latency-produce"})
+        consumer.communicate(timeout=seconds + 60)
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.wait()
+    return sent
+
+
 def _table(prof: Path, title: str, top: int = 22) -> str:
     stats = pstats.Stats(str(prof))
     rows = stats.stats  # type: ignore[attr-defined]
     idle = sum(tt for (file, _, name), (_, _, tt, _, _) in rows.items() if any(i in f"{name}" for i in IDLE))
     total = stats.total_tt  # type: ignore[attr-defined]
     busy = total - idle
-    lines = [f"### {title}", "", (f"event loop busy {busy:.1f} s of {total:.1f} s profiled (idle in epoll "
+    lines = [f"### {title}", "", (f"event loop thread: {busy:.1f} s CPU counted, {total:.1f} s in all (epoll waits "
              f"{idle:.1f} s)"), "", "| own time % of busy | cumulative % | calls | function |", "|---:|---:|---:|---|"]
     ranked = sorted(rows.items(), key=lambda kv: kv[1][2], reverse=True)
     shown = 0
@@ -90,11 +107,21 @@ def main(quick: bool = False) -> int:
         consumed = _client({"mode": "consume", "bootstrap": broker.bootstrap, "topics": ["one"],
                             "partitions_per_topic": 1, "expected": produced["delivered"], "seconds": 120})
         broker.stop()
+        latency_prof = tmp / "latency.prof"
+        broker = BrokerProcess(tmp / "latency", profile=latency_prof)
+        broker.start()
+        broker.wait_idle()
+        _topics(broker.bootstrap, ["latency"], 1)
+        lat = _latency(broker.bootstrap, rate=1_000, seconds=seconds)
+        cpu_per_message_us = broker.cpu_seconds() / lat["sent"] * 1e6
+        broker.stop()
         print(f"produce 1 partition under cProfile: {produced['msgs_per_s']:,.0f} msg/s; 1,000 partitions: "
               f"{wide['msgs_per_s']:,.0f} msg/s; consume: {consumed['msgs_per_s']:,.0f} msg/s\n")
         print(_table(produce_prof, "Produce path, 1 KiB, 1 partition"))
         print(_table(wide_prof, "Produce path, 1 KiB, 1,000 partitions"))
         print(_table(fetch_prof, "Fetch path, 1 KiB, 1 partition"))
+        print(_table(latency_prof, f"Small requests: 1 KiB at {lat['achieved_rate']:,.0f} msg/s, linger 0, one "
+                     f"consumer long-polling (whole broker run: {cpu_per_message_us:,.0f} us CPU per message)"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -5,6 +5,7 @@ plots docs/bench-partitions.png and docs/bench-latency.png.
 
 Run: .venv/bin/python bench/run.py [--bootstrap HOST:PORT] [--quick] [--no-docs] [--json PATH]
      .venv/bin/python bench/run.py --profile     (cProfile of the produce and fetch paths)
+     .venv/bin/python bench/run.py --from-json PATH   (rewrite the docs from a saved run)
 
 By default every configuration gets a fresh Gregor in a temporary directory, deleted
 afterwards. With --bootstrap the suite drives that broker instead: topics get a unique
@@ -239,7 +240,8 @@ class Suite:
             "target": self.external or "fresh Gregor per configuration",
             "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
                        f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB",
-            "python": platform.python_version(), "loadavg_before": os.getloadavg()}
+            "python": platform.python_version(), "loadavg_before": os.getloadavg(),
+            "source": _describe_source(BrokerProcess.source)}
         started = time.perf_counter()
         try:
             for title, phase in (("baselines", self.run_baselines),
@@ -259,6 +261,18 @@ def _per_gb(cpu: float | None, nbytes: int) -> float | None:
     return cpu / (nbytes / 1e9) if cpu is not None and nbytes else None
 
 
+def _describe_source(source: Path) -> str:
+    """Which broker code ran: the commit, and whether its broker/store/protocol had local edits."""
+    def git(*argv: str) -> str:
+        out = subprocess.run(["git", *argv], cwd=source, capture_output=True, text=True, check=False)
+        return out.stdout.strip() if out.returncode == 0 else ""
+    commit = git("rev-parse", "--short", "HEAD")
+    if not commit or Path(git("rev-parse", "--show-toplevel") or "/") != source:
+        return f"source tree {source}"
+    dirty = git("status", "--porcelain", "--", "broker", "store", "protocol")
+    return f"commit {commit}" + (" with uncommitted changes in broker/store/protocol" if dirty else "")
+
+
 def _drop_page_cache() -> str:
     os.sync()
     try:
@@ -274,13 +288,17 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="shorter phases, 256 MiB backlog (~3 min)")
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md or plots")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
+    parser.add_argument("--from-json", type=Path, help="rewrite the docs from a saved --json run, run nothing")
+    parser.add_argument("--source", type=Path, default=ROOT,
+                        help="run the broker from this source tree, e.g. a git archive of a commit")
     parser.add_argument("--profile", action="store_true",
                         help="profile Gregor's produce and fetch paths with cProfile instead")
     args = parser.parse_args()
+    BrokerProcess.source = args.source.resolve()
     if args.profile:
         import profile_paths
         return profile_paths.main(quick=args.quick)
-    results = Suite(args).run()
+    results = json.loads(args.from_json.read_text()) if args.from_json else Suite(args).run()
     if args.json:
         args.json.write_text(json.dumps(results))
     print(report.summary(results))
