@@ -28,7 +28,10 @@ def parse_time_ms(text: str) -> int:
     text = text.strip()
     if text.lstrip("-").isdigit():
         return int(text)
-    moment = datetime.fromisoformat(text)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"expected an ISO 8601 time or epoch milliseconds, got {text!r}") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1000)
