@@ -17,12 +17,12 @@ from store.errors import (
 )
 from store.flush import FlushHandle
 from store.offsets import OffsetStore
-from store.records import StoredRecord
+from store.records import StoredRecord, tag_hash
 from store.store import AppendResult, ReadResult, Store
 from store.topics import TopicMeta
 
 __all__ = [
     "AppendResult", "CorruptData", "CorruptEntry", "EntryTooLarge", "FlushHandle", "OffsetOutOfRange", "OffsetStore",
     "ReadResult", "StorageFull", "Store", "StoreConfig", "StoreError", "StoredRecord", "TopicExists",
-    "TopicMeta", "UnknownPartition", "UnknownTopic",
+    "TopicMeta", "UnknownPartition", "UnknownTopic", "tag_hash",
 ]
