@@ -4,30 +4,14 @@ tests/fuzz/corpus -runs=200000. New interesting inputs land in the corpus
 folder, which is kept in the repository and replayed by test_fuzz_corpus.py."""
 
 import sys
+from pathlib import Path
 
 import atheris
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 with atheris.instrument_imports():
-    from protocol.codec import MalformedRequest, decode_request
-    from protocol.framing import FrameDecoder, FrameError
-    from protocol.record_batch import InvalidBatch, validate_produce_records
-
-
-def one_input(data: bytes) -> None:
-    decoder = FrameDecoder(max_frame_bytes=4096)
-    decoder.feed(data)
-    try:
-        while (frame := decoder.next_frame()) is not None:
-            try:
-                decode_request(frame)
-            except MalformedRequest:
-                pass
-    except FrameError:
-        pass
-    try:
-        validate_produce_records(data, 1 << 20)
-    except InvalidBatch:
-        pass
+    from tests.fuzz.target import one_input
 
 
 if __name__ == "__main__":

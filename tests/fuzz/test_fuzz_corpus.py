@@ -5,30 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from protocol.codec import MalformedRequest, decode_request
-from protocol.framing import FrameDecoder, FrameError
-from protocol.record_batch import InvalidBatch, validate_produce_records
+from tests.fuzz.target import one_input
 
 CORPUS = sorted((Path(__file__).parent / "corpus").iterdir())
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=[p.name[:16] for p in CORPUS])
 def test_corpus_input_is_handled(path):
-    data = path.read_bytes()
-    decoder = FrameDecoder(max_frame_bytes=4096)
-    decoder.feed(data)
-    try:
-        while (frame := decoder.next_frame()) is not None:
-            try:
-                decode_request(frame)
-            except MalformedRequest:
-                pass
-    except FrameError:
-        pass
-    try:
-        validate_produce_records(data, 1 << 20)
-    except InvalidBatch:
-        pass
+    one_input(path.read_bytes())
 
 
 def test_corpus_is_not_empty():
