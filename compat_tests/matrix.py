@@ -33,7 +33,7 @@ class MatrixPlugin:
             params = dict(getattr(item, "callspec", None).params) if hasattr(item, "callspec") else {}
             client = params.pop("client_name", "-")
             module = item.path.stem.removeprefix("test_")
-            extra = "-".join(str(v) for v in params.values())
+            extra = "-".join(str(v) if len(str(v)) <= 30 else f"{len(str(v))} chars" for v in params.values())
             scenario = f"{module}: {item.originalname.removeprefix('test_')}" + (f" [{extra}]" if extra else "")
             self.where[item.nodeid] = (scenario, client)
 

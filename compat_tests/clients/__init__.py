@@ -11,6 +11,8 @@ Adapters never judge the broker's answers: the scenarios do.
 from __future__ import annotations
 
 import importlib
+import subprocess
+import threading
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -128,6 +130,59 @@ class KafkaClient(Protocol):
     def list_groups(self) -> set[str]: ...
 
     def describe_group(self, group: str) -> GroupDescription: ...
+
+
+class PollingMember(threading.Thread):
+    """An in-process group member: `poll_once` on its own thread until stop(), then `close`.
+    Set up the consumer before calling this __init__: it starts the thread."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self._halt = threading.Event()
+        self._assigned: set[int] | None = None
+        self._records: list[Record] = []
+        self.error: ClientError | None = None
+        self.start()
+
+    def poll_once(self) -> tuple[list[Record], set[int]]:
+        """Records read and the partitions held after one poll (and commit)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def run(self) -> None:
+        try:
+            while not self._halt.is_set():
+                records, self._assigned = self.poll_once()
+                self._records.extend(records)
+        except ClientError as e:
+            self.error = e
+        finally:
+            self.close()
+
+    def assignment(self) -> set[int] | None:
+        return self._assigned
+
+    def records(self) -> list[Record]:
+        return list(self._records)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(30)
+        if self.error is not None:
+            raise self.error
+
+
+def stop_process(proc: subprocess.Popen, grace: float = 15.0) -> None:
+    """SIGTERM a client process this suite started, SIGKILL it if it lingers."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def make_client(name: str, bootstrap: str) -> KafkaClient:

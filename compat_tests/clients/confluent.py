@@ -6,14 +6,13 @@ messages to land where the Java client puts them (librdkafka's own default is co
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 
 import pytest
 from kafka import errors as kafka_errors
 
-from compat_tests.clients import ClientError, Delivery, GroupDescription, Record
+from compat_tests.clients import ClientError, Delivery, GroupDescription, PollingMember, Record
 
 try:
     from confluent_kafka import (
@@ -232,36 +231,21 @@ def _state_name(state) -> str:
         name, name.capitalize())
 
 
-class _Member(threading.Thread):
+class _Member(PollingMember):
     def __init__(self, consumer: Consumer) -> None:
-        super().__init__(daemon=True)
         self.consumer = consumer
-        self._halt = threading.Event()
-        self._assigned: set[int] | None = None
-        self._records: list[Record] = []
-        self.error: KafkaError | None = None
-        self.start()
+        super().__init__()
 
-    def run(self) -> None:
-        try:
-            while not self._halt.is_set():
-                msg = self.consumer.poll(0.2)
-                if msg is not None and msg.error() is None:
-                    self._records.append(_record(msg))
-                    try:
-                        self.consumer.commit(message=msg, asynchronous=False)
-                    except KafkaException:
-                        pass  # a rebalance is under way; the next poll rejoins
-                self._assigned = {tp.partition for tp in self.consumer.assignment()}
-        finally:
-            self.consumer.close()
+    def poll_once(self):
+        msg = self.consumer.poll(0.2)
+        records = []
+        if msg is not None and msg.error() is None:
+            records.append(_record(msg))
+            try:
+                self.consumer.commit(message=msg, asynchronous=False)
+            except KafkaException:
+                pass  # a rebalance is under way; the next poll rejoins
+        return records, {tp.partition for tp in self.consumer.assignment()}
 
-    def assignment(self):
-        return self._assigned
-
-    def records(self):
-        return list(self._records)
-
-    def stop(self) -> None:
-        self._halt.set()
-        self.join(30)
+    def close(self) -> None:
+        self.consumer.close()

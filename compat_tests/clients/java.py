@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from compat_tests.clients import ClientError, Delivery, GroupDescription, Message, Record
+from compat_tests.clients import ClientError, Delivery, GroupDescription, Message, Record, stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "tests/clients/java/GregorJavaClient.java"
@@ -303,12 +303,6 @@ class _Member:
         return list(self._records)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc)
         self._reader.join(5)
         self.stderr.close()

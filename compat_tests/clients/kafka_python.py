@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka import errors as kafka_errors
 from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic, OffsetSpec
 
-from compat_tests.clients import ClientError, Delivery, GroupDescription, Record, Unsupported
+from compat_tests.clients import ClientError, Delivery, GroupDescription, PollingMember, Record, Unsupported
 
 _SPECS = {-1: OffsetSpec.LATEST, -2: OffsetSpec.EARLIEST, -3: OffsetSpec.MAX_TIMESTAMP}
 _RESETS = {None: "earliest", "earliest": "earliest", "latest": "latest", "none": "none"}
@@ -173,41 +172,21 @@ class Client:
         return GroupDescription(d["group_state"], members)
 
 
-class _Member(threading.Thread):
-    """Polls and commits on its own thread; the assignment is snapshotted after every poll."""
-
+class _Member(PollingMember):
     def __init__(self, consumer: KafkaConsumer) -> None:
-        super().__init__(daemon=True)
         self.consumer = consumer
-        self._halt = threading.Event()
-        self._assigned: set[int] | None = None
-        self._records: list[Record] = []
-        self.error: BaseException | None = None
-        self.start()
+        super().__init__()
 
-    def run(self) -> None:
+    def poll_once(self):
         try:
-            while not self._halt.is_set():
-                for batch in self.consumer.poll(200).values():
-                    self._records.extend(_record(r) for r in batch)
-                try:
-                    self.consumer.commit()
-                except (kafka_errors.CommitFailedError, kafka_errors.RebalanceInProgressError):
-                    pass  # a rebalance is under way; the next poll rejoins
-                self._assigned = {tp.partition for tp in self.consumer.assignment()}
-        except kafka_errors.KafkaError as e:  # surfaced by stop()
-            self.error = e
-        finally:
-            self.consumer.close()
+            records = [_record(r) for batch in self.consumer.poll(200).values() for r in batch]
+            try:
+                self.consumer.commit()
+            except (kafka_errors.CommitFailedError, kafka_errors.RebalanceInProgressError):
+                pass  # a rebalance is under way; the next poll rejoins
+            return records, {tp.partition for tp in self.consumer.assignment()}
+        except kafka_errors.KafkaError as e:
+            raise ClientError(error_code(e), repr(e)) from e
 
-    def assignment(self):
-        return self._assigned
-
-    def records(self):
-        return list(self._records)
-
-    def stop(self) -> None:
-        self._halt.set()
-        self.join(30)
-        if self.error is not None:
-            raise ClientError(error_code(self.error), repr(self.error))
+    def close(self) -> None:
+        self.consumer.close()

@@ -19,7 +19,7 @@ import threading
 
 import pytest
 
-from compat_tests.clients import ClientError, Message, Record, Unsupported
+from compat_tests.clients import ClientError, Message, Record, Unsupported, stop_process
 
 
 class KcatError(Exception):
@@ -246,12 +246,6 @@ class _Member:
         return [_record(json.loads(line)) for line in lines if line.strip()]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc)
         self._reader.join(5)
         self._stdout.close()
