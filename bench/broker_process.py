@@ -72,8 +72,16 @@ class BrokerProcess:
         return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
     def peak_rss_mb(self) -> float:
+        """VmHWM: peak resident set, including the mmap'd segment pages the broker touched."""
+        return self._status_mb("VmHWM:")
+
+    def anon_rss_mb(self) -> float:
+        """RssAnon now: the broker's own heap, without file-backed segment pages."""
+        return self._status_mb("RssAnon:")
+
+    def _status_mb(self, field: str) -> float:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field):
                 return int(line.split()[1]) / 1024
         return float("nan")
 

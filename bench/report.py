@@ -82,6 +82,7 @@ def summary(results: dict) -> str:
     for name, figure, verdict in targets(results):
         lines.append(f"  {name}: {figure} -> {verdict.strip('*')}")
     meta = results["meta"]
+    lines += [f"FAILED {e}" for e in results.get("errors", [])]
     lines.append(f"load average before {meta['loadavg_before'][0]:.2f}, after {meta['loadavg_after'][0]:.2f}; "
                  f"{meta['seconds']:.0f} s")
     return "\n".join(lines)
@@ -113,9 +114,9 @@ def markdown(results: dict) -> str:
           f"| 4 KiB write + fdatasync (median) | {base['fdatasync_ms']:.2f} ms |", ""]
 
     md += ["### Throughput by message size (1 partition, async flush, acks=1)", "",
-           ("| workload | Gregor msg/s | MB/s | % of loopback | broker CPU s/GB | Kafka msg/s | Gregor / Kafka "
-           "| target | verdict |"),
-           "|---|---:|---:|---:|---:|---:|---:|---|---|"]
+           ("| workload | Gregor msg/s | MB/s | % of loopback | broker CPU s/GB | broker busy | Kafka msg/s "
+           "| Gregor / Kafka | target | verdict |"),
+           "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     kafka = {("produce", 100): KAFKA["produce_100"], ("produce", 1024): KAFKA["produce_1k"],
              ("consume", 1024): KAFKA["consume_1k"]}
     for kind in ("produce", "consume"):
@@ -130,8 +131,11 @@ def markdown(results: dict) -> str:
             verdict = _verdict(ratio, TARGET_VS_KAFKA) if size == 1024 else "—"
             md.append(f"| {kind} {_size(size)} | {_n(r['msgs_per_s'])} | {_n(r['mb_per_s'])} | "
                       f"{_pct(r['mb_per_s'] / base['loopback_mb_per_s'])} | {_n(row[kind + '_cpu_s_per_gb'], 1)} | "
+                      f"{_pct(row.get(kind + '_broker_busy'))} | "
                       f"{_n(ref)} | {_pct(ratio)} | {target} | {verdict} |")
-    md.append("")
+    md += ["", ("Broker busy: broker CPU seconds per second of the phase (100% = one core, the most its "
+                "Python can use). Well below 100% means the client, or CPU taken by other processes, "
+                "set the pace."), ""]
 
     md += ["### acks x flush mode (1 KiB, 1 partition)", "",
            "| flush | acks | msg/s | MB/s | vs async acks=1 | broker CPU s/GB | target | verdict |",
@@ -194,11 +198,17 @@ def markdown(results: dict) -> str:
                "so the read also covers reopening the store."), ""]
 
     if results["brokers"]:
-        md += ["### Broker resources", "", "| broker run | peak RSS (VmHWM) MB | CPU s (utime+stime) |",
-               "|---|---:|---:|"]
+        md += ["### Broker resources", "",
+               "| broker run | peak RSS (VmHWM) MB | anonymous RSS at the end MB | CPU s (utime+stime) |",
+               "|---|---:|---:|---:|"]
         for b in results["brokers"]:
-            md.append(f"| {b['name']} | {b['peak_rss_mb']:,.0f} | {b['cpu_seconds']:.1f} |")
-        md += ["", "RSS includes the mmap'd commitlog pages the broker has touched (file-backed, reclaimable).", ""]
+            anon = _n(b.get("anon_rss_mb"))
+            md.append(f"| {b['name']} | {b['peak_rss_mb']:,.0f} | {anon} | {b['cpu_seconds']:.1f} |")
+        md += ["", ("Peak RSS includes the mmap'd commitlog and consume-queue pages the broker touched "
+                    "(file-backed, reclaimable); anonymous RSS is its own heap."), ""]
+
+    if results.get("errors"):
+        md += ["### Failed phases", ""] + [f"- {e.splitlines()[0]}" for e in results["errors"]] + [""]
 
     md += ["### Targets", "", "| target | this run | verdict |", "|---|---|---|"]
     for name, figure, verdict in targets(results):

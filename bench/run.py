@@ -51,7 +51,8 @@ class Suite:
         self.tmp = Path(tempfile.mkdtemp(prefix="gregor-bench-"))
         self.prefix = f"bench-{uuid.uuid4().hex[:6]}-" if args.bootstrap else ""
         self.results: dict = {"throughput": [], "partitions": [], "latency": [], "backlog": None,
-                              "brokers": [], "loadavg_samples": []}
+                              "brokers": [], "loadavg_samples": [], "errors": []}
+        self.live: BrokerProcess | None = None
 
     # -- brokers -------------------------------------------------------------
 
@@ -60,6 +61,7 @@ class Suite:
         if self.external:
             return None
         proc = BrokerProcess(data_dir or self.tmp / name, settings)
+        self.live = proc
         proc.start()
         proc.wait_idle()
         return proc
@@ -70,9 +72,11 @@ class Suite:
     def finish(self, name: str, proc: BrokerProcess | None, keep_data: bool = False) -> None:
         if proc is None:
             return
+        self._check_alive(proc)
         self.results["brokers"].append({"name": name, "peak_rss_mb": proc.peak_rss_mb(),
-                                        "cpu_seconds": proc.cpu_seconds()})
+                                        "anon_rss_mb": proc.anon_rss_mb(), "cpu_seconds": proc.cpu_seconds()})
         proc.stop()
+        self.live = None
         if not keep_data:
             shutil.rmtree(proc.data_dir, ignore_errors=True)
 
@@ -87,12 +91,35 @@ class Suite:
     # -- clients -------------------------------------------------------------
 
     def client(self, spec: dict, timeout: float = 300) -> dict:
-        proc = subprocess.run([sys.executable, str(LOADGEN), json.dumps(spec)], check=False, capture_output=True,
-                              text=True, timeout=timeout, cwd=ROOT)
-        lines = proc.stdout.strip().splitlines()
-        if proc.returncode != 0 or not lines:
-            raise RuntimeError(f"loadgen {spec['mode']} failed: {proc.stderr[-2000:]}")
-        return json.loads(lines[-1])
+        """Run one load generator to completion; gives up if the broker under test exits."""
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            proc = subprocess.Popen([sys.executable, str(LOADGEN), json.dumps(spec)], stdout=out, stderr=err,
+                                    text=True, cwd=ROOT)
+            deadline = time.monotonic() + timeout
+            try:
+                while proc.poll() is None:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"loadgen {spec['mode']} did not finish in {timeout:.0f} s")
+                    if self.live is not None:
+                        self._check_alive(self.live)
+                    time.sleep(0.1)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            out.seek(0)
+            err.seek(0)
+            lines = out.read().strip().splitlines()
+            if proc.returncode != 0 or not lines:
+                raise RuntimeError(f"loadgen {spec['mode']} failed: {err.read()[-2000:]}")
+            return json.loads(lines[-1])
+
+    @staticmethod
+    def _check_alive(proc: BrokerProcess) -> None:
+        code = proc.proc.poll() if proc.proc else None
+        if code is not None:
+            raise RuntimeError(f"the broker exited with status {code} (a negative status is the signal "
+                               f"that ended it); its stderr: {proc.stderr_path.read_text(errors='replace')[-500:]}")
 
     def measured(self, proc: BrokerProcess | None, spec: dict) -> tuple[dict, float | None]:
         """Run one client; returns its result and the broker CPU seconds it caused."""
@@ -109,7 +136,8 @@ class Suite:
                 "size": size, "acks": acks, "seconds": self.seconds, "max_messages": limit}
         produced, cpu = self.measured(proc, spec)
         row = {"size": size, "partitions": per_topic * len(topics), "acks": acks, "flush": flush,
-               "produce": produced, "produce_cpu_s_per_gb": _per_gb(cpu, produced["delivered"] * size)}
+               "produce": produced, "produce_cpu_s_per_gb": _per_gb(cpu, produced["delivered"] * size),
+               "produce_broker_busy": cpu / produced["seconds"] if cpu is not None else None}
         if consume:
             spec = {"mode": "consume", "bootstrap": bootstrap, "topics": topics, "partitions_per_topic": per_topic,
                     "expected": produced["delivered"], "seconds": 10 if self.quick else 30,
@@ -117,6 +145,7 @@ class Suite:
             consumed, cpu = self.measured(proc, spec)
             row["consume"] = consumed
             row["consume_cpu_s_per_gb"] = _per_gb(cpu, consumed["bytes"])
+            row["consume_broker_busy"] = cpu / consumed["seconds_with_connect"] if cpu is not None else None
         print(f"  {flush:5} acks={acks:3} {size:>6} B x {row['partitions']:>6} partitions: "
               f"produce {produced['msgs_per_s']:>10,.0f} msg/s"
               + (f", consume {row['consume']['msgs_per_s']:>10,.0f} msg/s" if consume else ""), flush=True)
@@ -211,6 +240,7 @@ class Suite:
             self.finish("backlog-write", proc, keep_data=True)
             cache = _drop_page_cache()
             proc = BrokerProcess(proc.data_dir)
+            self.live = proc
             proc.start()
             bootstrap = proc.bootstrap
         read, cpu = self.measured(proc, {"mode": "consume", "bootstrap": bootstrap, "topics": [topic],
@@ -249,7 +279,15 @@ class Suite:
                                  ("partitions", self.run_partitions), ("backlog", self.run_backlog)):
                 print(f"{title} (at {time.perf_counter() - started:.0f} s, load {os.getloadavg()[0]:.2f})",
                       flush=True)
-                phase()
+                try:
+                    phase()
+                except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                    # Report what ran; one broken configuration must not lose the others' figures.
+                    print(f"  FAILED: {exc}", flush=True)
+                    self.results["errors"].append(f"{title}: {exc}")
+                    if self.live is not None:
+                        self.live.stop()
+                        self.live = None
         finally:
             shutil.rmtree(self.tmp, ignore_errors=True)
         meta["loadavg_after"] = os.getloadavg()
