@@ -170,11 +170,11 @@ class Suite:
                                           consume=(flush == "async" and acks == "1"))
                     self.results["throughput"].append(row)
             if flush == "sync":
-                self.latency(proc, bootstrap, flush)
+                self.latency_ladder(proc, bootstrap, flush)
             self.finish(f"sizes-{flush}", proc)
             if flush == "async":
                 proc = self.broker("latency-async", {"flush.mode": "async"})
-                self.latency(proc, self.bootstrap(proc), "async")
+                self.latency_ladder(proc, self.bootstrap(proc), "async")
                 self.finish("latency-async", proc)
 
     def run_partitions(self) -> None:
@@ -193,10 +193,16 @@ class Suite:
             self.results["partitions"].append(row)
             self.finish(f"partitions-{count}", proc)
 
-    def latency(self, proc, bootstrap: str, flush: str, rate: int = 2_000) -> None:
-        seconds = 5 if self.quick else 15
+    def latency_ladder(self, proc, bootstrap: str, flush: str) -> None:
+        """The target rate, then (full runs) lower rates to show where the latency bends."""
+        self.latency(proc, bootstrap, flush, 2_000, 5 if self.quick else 15)
+        if not self.quick:
+            for rate in (250, 1_000):
+                self.latency(proc, bootstrap, flush, rate, 6)
+
+    def latency(self, proc, bootstrap: str, flush: str, rate: int, seconds: int) -> None:
         count = rate * seconds
-        topic = f"{self.prefix}latency-{flush}"
+        topic = f"{self.prefix}latency-{flush}-{rate}"
         self.create_topics(bootstrap, [topic], 1)
         base = {"bootstrap": bootstrap, "topics": [topic], "partitions_per_topic": 1, "size": 1024,
                 "count": count, "rate": rate, "acks": "1"}
@@ -207,7 +213,9 @@ class Suite:
             ready = consumer.stdout.readline().strip()  # type: ignore[union-attr]
             if ready != "ready":
                 raise RuntimeError(f"latency consumer: {consumer.stderr.read()[-2000:]}")  # type: ignore[union-attr]
+            cpu = proc.cpu_seconds() if proc else None
             sent = self.client({**base, "mode": "latency-produce"}, timeout=seconds + 60)
+            busy = (proc.cpu_seconds() - cpu) / sent["seconds"] if proc else None
             out, _err = consumer.communicate(timeout=seconds + 60)
         finally:
             if consumer.poll() is None:
@@ -219,9 +227,10 @@ class Suite:
         p50, p99, p999 = (float(np.percentile(lat_ms, q)) for q in (50, 99, 99.9))
         self.results["latency"].append({"flush": flush, "rate": rate, "sent": sent["sent"],
                                         "achieved_rate": sent["achieved_rate"], "received": got["received"],
+                                        "broker_busy": busy,
                                         "samples": len(lat_ms), "p50_ms": p50, "p99_ms": p99, "p999_ms": p999,
                                         "max_ms": float(lat_ms.max()), "latency_ms": lat_ms.tolist()})
-        print(f"  latency {flush:5} at {rate} msg/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms, p999 {p999:.2f} ms "
+        print(f"  latency {flush:5} at {rate:5} msg/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms, p999 {p999:.2f} ms "
               f"({len(lat_ms)} samples)", flush=True)
 
     def run_backlog(self) -> None:
