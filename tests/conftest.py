@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -62,7 +63,13 @@ class BrokerProcess:
         return self.log_path.read_text(errors="replace") if self.log_path else ""
 
 
+# Test brokers use small segments: each broker preallocates its active and next segment, and a
+# suite starts dozens of brokers (the 1 GiB default would need tens of GB of disk).
+TEST_SEGMENT_BYTES = str(64 * 1024 * 1024)
+
+
 def start_broker(tmp: Path, name: str = "data", **settings: str) -> BrokerProcess:
+    settings.setdefault("commitlog.segment.bytes", TEST_SEGMENT_BYTES)
     broker = BrokerProcess(tmp / name, dict(settings))
     broker.start()
     return broker
@@ -73,6 +80,7 @@ def gregor_session(tmp_path_factory) -> BrokerProcess:
     broker = start_broker(tmp_path_factory.mktemp("gregor"), **{"group.initial.rebalance.delay.ms": "0"})
     yield broker
     broker.stop()
+    shutil.rmtree(broker.data_dir, ignore_errors=True)
 
 
 @pytest.fixture
@@ -101,6 +109,7 @@ def fresh_broker(tmp_path):
     yield make
     for broker in started:
         broker.stop()
+        shutil.rmtree(broker.data_dir, ignore_errors=True)
 
 
 _counter = iter(range(1_000_000))

@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from store import Store, StoreConfig
-from tests.conftest import BrokerProcess
+from tests.conftest import TEST_SEGMENT_BYTES, BrokerProcess
 
 pytestmark = pytest.mark.crash
 
@@ -122,6 +122,7 @@ def test_sigkill_loop_loses_no_acknowledged_message(tmp_path, flush_mode):
     """In async mode too: a process crash loses nothing, since the page cache survives it."""
     rng = random.Random(20261122)
     broker = BrokerProcess(tmp_path / "data", {"flush.mode": flush_mode, "group.initial.rebalance.delay.ms": "0",
+                                               "commitlog.segment.bytes": TEST_SEGMENT_BYTES,
                                                "producer.state.snapshot.interval.ms": "1000"}, port=_free_port())
     bootstrap = broker.start()
     topic, group = "crash-loop", "crash-group"
@@ -169,7 +170,7 @@ def test_sigkill_loop_loses_no_acknowledged_message(tmp_path, flush_mode):
     rebuilt = tmp_path / "rebuilt"
     shutil.copytree(tmp_path / "data", rebuilt)
     shutil.rmtree(rebuilt / "consumequeue")
-    config = StoreConfig()
+    config = StoreConfig(segment_bytes=int(TEST_SEGMENT_BYTES))
     original, copy = Store.open(tmp_path / "data", config), Store.open(rebuilt, config)
     try:
         for p in range(PARTITIONS):
