@@ -107,6 +107,13 @@ def markdown(results: dict) -> str:
           ("The broker is one Python process. It shares the 2 CPUs with the client under test "
           "(librdkafka's threads and the Python loop), as Kafka's reference figures did; "
           "the broker can use at most one core for Python work."),
+          (("Each broker first takes 1.25 GiB of 1 KiB messages (acks=1) so that measurements start past "
+            "its first 1 GiB commitlog segment, which a fresh broker has resident from the start; later "
+            "segments fault their pages in as they are written. Warm-up rates (the first segment): "
+            + ", ".join(f"{w['broker']} {w['msgs_per_s']:,.0f} msg/s" for w in results.get("warm_up", [])) + ".")
+           if results.get("warm_up") else
+           ("No warm-up (--quick or --bootstrap): produce figures are taken in a fresh broker's first commitlog "
+            "segment, which is resident from the start, and overstate steady-state produce by up to ~40%.")),
           (f"**Machine load (1-minute load average): {meta['loadavg_before'][0]:.2f} before the run, "
           f"{meta['loadavg_after'][0]:.2f} after, {mean_load:.2f} on average at the start of each phase.** "
           "Above ~1, other processes took CPU from the broker and the client: treat the figures as a floor."),
