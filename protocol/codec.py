@@ -8,18 +8,18 @@ specs, so nothing here re-declares a message layout.
 
 from __future__ import annotations
 
-import io
 import struct
 from dataclasses import dataclass
 from typing import Any
 
-from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from protocol.api_versions import API_SPECS, API_VERSIONS_KEY, ApiSpec
 from protocol.errors import ErrorCode
 
 _FIXED_HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+_INT16 = struct.Struct(">h")
+_SIZE_AND_ID = struct.Struct(">ii")  # frame size, correlation_id
 
 
 class MalformedRequest(Exception):
@@ -78,23 +78,56 @@ def decode_request(frame: bytes) -> Request | UnsupportedRequest:
 
 
 def _parse_header(frame: bytes, flexible: bool) -> tuple[RequestHeaderInfo, int]:
-    data = io.BytesIO(frame)
+    """Request header v1 (v2 adds tagged fields). Parsed here rather than with kafka-python's
+    RequestHeader: it runs for every request, and the generic schema walk over a BytesIO cost a
+    tenth of a small produce request's time. The layout is fixed by KIP-482 and never changes."""
+    api_key, api_version, correlation_id = _FIXED_HEADER.unpack_from(frame)
+    pos = _FIXED_HEADER.size
     try:
-        raw = RequestHeader.decode(data, flexible=flexible)
-    except Exception as exc:
+        (length,) = _INT16.unpack_from(frame, pos)
+        pos += 2
+        client_id = None
+        if length >= 0:
+            if pos + length > len(frame):
+                raise MalformedRequest("truncated client id")
+            client_id = frame[pos:pos + length].decode("utf-8")
+            pos += length
+        if flexible:  # tagged fields: count, then (tag, size, bytes) each; none are defined for headers
+            count, pos = _uvarint(frame, pos)
+            for _ in range(count):
+                _, pos = _uvarint(frame, pos)
+                size, pos = _uvarint(frame, pos)
+                pos += size
+            if pos > len(frame):
+                raise MalformedRequest("truncated header tagged fields")
+    except (struct.error, IndexError, UnicodeDecodeError) as exc:
         raise MalformedRequest(f"truncated request header: {exc!r}") from exc
-    if data.tell() > len(frame):
-        raise MalformedRequest("truncated request header")
-    info = RequestHeaderInfo(raw.request_api_key, raw.request_api_version, raw.correlation_id,
-                             raw.client_id, flexible and raw.request_api_key != API_VERSIONS_KEY)
-    return info, data.tell()
+    info = RequestHeaderInfo(api_key, api_version, correlation_id, client_id,
+                             flexible and api_key != API_VERSIONS_KEY)
+    return info, pos
+
+
+def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise MalformedRequest("unsigned varint longer than 5 bytes")
 
 
 def encode_response(header: RequestHeaderInfo, body: Any) -> bytes:
-    """Frame a response body with response header v0, or v1 for flexible versions."""
-    body.API_VERSION = header.api_version  # before with_header(): kafka-python's setter assumes a request header
-    body.with_header(correlation_id=header.correlation_id)
-    return bytes(body.encode(header=True, framed=True))
+    """Frame a response body with response header v0, or v1 (an empty tagged-field section)
+    for flexible versions. The header is two fixed fields, written here; the body is
+    kafka-python's encoder."""
+    body.API_VERSION = header.api_version
+    payload = body.encode()
+    prefix = _SIZE_AND_ID.pack(len(payload) + 4 + header.flexible, header.correlation_id)
+    return prefix + (b"\x00" if header.flexible else b"") + payload
 
 
 def unsupported_api_versions_response(header: RequestHeaderInfo) -> bytes:
