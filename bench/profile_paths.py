@@ -6,7 +6,8 @@ partition, then to 1,000 partitions; another, restarted on the same data, while 
 reads everything back; a last one under small requests (1 KiB at 1,000 msg/s, linger 0,
 a consumer long-polling). Prints, per path, the functions with the most own CPU time as a
 share of the event loop thread's CPU time (epoll waits are left out). cProfile inflates
-functions that are called very often, so read the shares as an ordering.
+functions that are called very often, so read the shares as an ordering. Then samples the
+produce and fetch paths with py-spy in steady state (bench/sampled_paths.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import sampled_paths
 from broker_process import ROOT, BrokerProcess
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -122,6 +124,7 @@ def main(quick: bool = False) -> int:
         print(_table(fetch_prof, "Fetch path, 1 KiB, 1 partition"))
         print(_table(latency_prof, f"Small requests: 1 KiB at {lat['achieved_rate']:,.0f} msg/s, linger 0, one "
                      f"consumer long-polling (whole broker run: {cpu_per_message_us:,.0f} us CPU per message)"))
+        print(sampled_paths.main(seconds))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

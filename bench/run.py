@@ -296,7 +296,7 @@ class Suite:
             "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
                        f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB",
             "python": platform.python_version(), "loadavg_before": os.getloadavg(),
-            "source": _describe_source(BrokerProcess.source)}
+            "source": "external broker" if self.external else _describe_source(BrokerProcess.source)}
         started = time.perf_counter()
         try:
             for title, phase in (("baselines", self.run_baselines),
