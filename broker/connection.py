@@ -9,11 +9,13 @@ closes this connection; the broker keeps serving everyone else.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import trio
 
 from broker.broker import Broker
 from broker.handlers import dispatch
+from broker.handlers.produce import DurableResponse
 from broker.peer import peer_host
 from protocol.api_versions import API_VERSIONS_KEY
 from protocol.codec import (
@@ -27,6 +29,7 @@ from protocol.framing import FrameDecoder, FrameError
 
 log = logging.getLogger("gregor.connection")
 READ_SIZE = 256 * 1024
+MAX_RESPONSES_IN_FLIGHT = 64  # answers queued behind a group commit before reading pauses
 
 
 async def serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
@@ -45,59 +48,92 @@ async def serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
 
 async def _serve(broker: Broker, stream: trio.SocketStream, peer: str) -> None:
     peer_host.set("/" + peer.rsplit(":", 1)[0])
-    decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
-    idle_s = broker.config["connections.max.idle.ms"] / 1000
-    partial_s = broker.config["request.timeout.ms"] / 1000
+    responses, to_send = trio.open_memory_channel(MAX_RESPONSES_IN_FLIGHT)
     try:
-        while True:
-            frame = decoder.next_frame()
-            if frame is None:
-                limit = partial_s if decoder.partial else idle_s
-                with trio.move_on_after(limit) as scope:
-                    data = await stream.receive_some(max(READ_SIZE, min(decoder.bytes_wanted(), 1 << 24)))
-                if scope.cancelled_caught:
-                    log.info("closing %s: %s", peer, "partial request timed out" if decoder.partial else "idle")
-                    return
-                if not data:
-                    return
-                decoder.feed(data)
-                continue
-            response = await _answer(broker, frame, peer)
-            if response is None:
-                continue
-            await stream.send_all(response)
-    except FrameError as exc:
-        log.info("closing %s: %s", peer, exc)
-    except _CloseConnection as exc:
-        log.info("closing %s: %s", peer, exc)
-    except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
-        pass
-    except Exception:
-        # Whatever happens on one connection must never reach the listener's nursery.
-        log.exception("connection %s failed", peer)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_send_in_order, stream, to_send, nursery.cancel_scope, peer)
+            await _read_requests(broker, stream, peer, responses)
     finally:
         with trio.CancelScope(shield=True):
             await stream.aclose()
+
+
+async def _read_requests(broker: Broker, stream: trio.SocketStream, peer: str,
+                         responses: trio.MemorySendChannel) -> None:
+    """Read and handle requests one at a time, in order; queue their answers for the sender.
+    Closing the channel lets the sender finish what is queued, then the connection closes."""
+    decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
+    idle_s = broker.config["connections.max.idle.ms"] / 1000
+    partial_s = broker.config["request.timeout.ms"] / 1000
+    async with responses:
+        try:
+            while True:
+                frame = decoder.next_frame()
+                if frame is None:
+                    limit = partial_s if decoder.partial else idle_s
+                    with trio.move_on_after(limit) as scope:
+                        data = await stream.receive_some(max(READ_SIZE, min(decoder.bytes_wanted(), 1 << 24)))
+                    if scope.cancelled_caught:
+                        log.info("closing %s: %s", peer, "partial request timed out" if decoder.partial else "idle")
+                        return
+                    if not data:
+                        return
+                    decoder.feed(data)
+                    continue
+                answer = await _answer(broker, frame, peer)
+                if answer is not None:
+                    await responses.send(answer)
+        except (FrameError, _CloseConnection) as exc:
+            log.info("closing %s: %s", peer, exc)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+            pass
+        except Exception:
+            # Whatever happens on one connection must never reach the listener's nursery.
+            log.exception("connection %s failed", peer)
+
+
+async def _send_in_order(stream: trio.SocketStream, to_send: trio.MemoryReceiveChannel,
+                         reader_scope: trio.CancelScope, peer: str) -> None:
+    """Answers leave in request order; one waiting for its group commit holds back the ones
+    behind it (Kafka clients require the order), not the reading of further requests."""
+    try:
+        async with to_send:
+            async for response, durable in to_send:
+                if durable is not None:
+                    await durable()
+                await stream.send_all(response)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+        reader_scope.cancel()
+    except Exception:
+        log.exception("sending to %s failed", peer)
+        reader_scope.cancel()
 
 
 class _CloseConnection(Exception):
     pass
 
 
-async def _answer(broker: Broker, frame: bytes, peer: str) -> bytes | None:
+async def _answer(broker: Broker, frame: bytes, peer: str) -> tuple[bytes, Any] | None:
+    """(response bytes, awaitable to finish first or None), or None when no answer is due."""
     try:
         request = decode_request(frame)
     except MalformedRequest as exc:
         raise _CloseConnection(str(exc)) from None
     if isinstance(request, UnsupportedRequest):
         if request.header.api_key == API_VERSIONS_KEY:
-            return unsupported_api_versions_response(request.header)
+            return unsupported_api_versions_response(request.header), None
         raise _CloseConnection(f"unsupported version {request.header.api_version} of api {request.header.api_key}")
     try:
         body = await dispatch(broker, request)
-        response = None if body is None else encode_response(request.header, body)  # None: acks=0 produce
-        broker.metrics.request(request.spec.name, len(frame), len(response) if response else 0)
-        return response
+        if body is None:  # acks=0 produce
+            broker.metrics.request(request.spec.name, len(frame), 0)
+            return None
+        durable = None
+        if isinstance(body, DurableResponse):
+            body, durable = body.body, body.wait
+        response = encode_response(request.header, body)
+        broker.metrics.request(request.spec.name, len(frame), len(response))
+        return response, durable
     except Exception:
         log.exception("handler bug on %s v%d from %s (client %r)", request.spec.name,
                       request.header.api_version, peer, request.header.client_id)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import trio
 
@@ -47,9 +49,25 @@ async def handle_produce(broker: Broker, request: Request):
                 handles.append(handle)
     if body.acks == 0:
         return None
-    for handle in handles:
-        await wait_durable(handle, broker.metrics)
-    return _response(cls, version, results)
+    response = _response(cls, version, results)
+    if handles:
+        return DurableResponse(response, handles, broker.metrics)
+    return response
+
+
+@dataclass(frozen=True, slots=True)
+class DurableResponse:
+    """A produce answer that may be sent only once its appends are fsynced (sync flush).
+    The connection sends it in request order after `wait()`, and meanwhile keeps reading and
+    appending the requests behind it, so one group commit covers many of them."""
+
+    body: Any
+    handles: list
+    metrics: BrokerMetrics | None
+
+    async def wait(self) -> None:
+        for handle in self.handles:
+            await wait_durable(handle, self.metrics)
 
 
 def _error(code: ErrorCode, log_start: int = -1, message: str | None = None) -> tuple:
