@@ -124,8 +124,11 @@ def encode_response(header: RequestHeaderInfo, body: Any) -> bytes:
     """Frame a response body with response header v0, or v1 (an empty tagged-field section)
     for flexible versions. The header is two fixed fields, written here; the body is
     kafka-python's encoder."""
-    body.API_VERSION = header.api_version
-    payload = body.encode()
+    if isinstance(body, bytes):  # already encoded (protocol.produce_response)
+        payload = body
+    else:
+        body.API_VERSION = header.api_version
+        payload = body.encode()
     prefix = _SIZE_AND_ID.pack(len(payload) + 4 + header.flexible, header.correlation_id)
     return prefix + (b"\x00" if header.flexible else b"") + payload
 

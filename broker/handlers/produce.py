@@ -19,6 +19,7 @@ from broker.metrics import BrokerMetrics
 from broker.producer_state import Verdict
 from protocol.codec import Request
 from protocol.errors import ErrorCode
+from protocol.produce_response import encode_produce_response
 from protocol.record_batch import CODEC_ZSTD, InvalidBatch, stamp_log_append_time, validate_produce_records
 from store import StorageFull, StoreError
 
@@ -29,7 +30,6 @@ ZSTD_MIN_PRODUCE_VERSION = 7  # KIP-110: zstd needs Produce v7+ and Fetch v10+
 async def handle_produce(broker: Broker, request: Request):
     body = request.body
     version = request.header.api_version
-    cls = request.spec.response
     # Kafka keys partitions by (topic, partition): a partition listed twice keeps its last entry.
     wanted: dict[tuple[str, int], bytes | None] = {}
     for topic in body.topic_data:
@@ -49,7 +49,7 @@ async def handle_produce(broker: Broker, request: Request):
                 handles.append(handle)
     if body.acks == 0:
         return None
-    response = _response(cls, version, results)
+    response = _response(version, results)
     if handles:
         return DurableResponse(response, handles, broker.metrics)
     return response
@@ -125,14 +125,12 @@ async def wait_durable(handle, metrics: BrokerMetrics | None = None) -> None:
         metrics.flush_wait.observe(time.perf_counter() - started)
 
 
-def _response(cls, version: int, results: dict[tuple[str, int], tuple]):
+def _response(version: int, results: dict[tuple[str, int], tuple]) -> bytes:
+    """The encoded body (protocol.produce_response: the hot path skips kafka-python's object tree)."""
     by_topic: dict[str, list] = {}
     for (topic, partition), (error, base_offset, append_time, log_start, message) in results.items():
-        by_topic.setdefault(topic, []).append(cls.TopicProduceResponse.PartitionProduceResponse(
-            index=partition, error_code=error, base_offset=base_offset, log_append_time_ms=append_time,
-            log_start_offset=log_start, record_errors=[], error_message=message))
-    topics = [cls.TopicProduceResponse(name=name, partition_responses=parts) for name, parts in by_topic.items()]
-    return cls[version](responses=topics, throttle_time_ms=0)
+        by_topic.setdefault(topic, []).append((partition, error, base_offset, append_time, log_start, message))
+    return encode_produce_response(version, list(by_topic.items()))
 
 
 async def handle_init_producer_id(broker: Broker, request: Request):

@@ -1,0 +1,26 @@
+import pytest
+from hypothesis import given, settings, strategies as st
+from kafka.protocol.producer import ProduceResponse
+
+from protocol.produce_response import encode_produce_response
+
+partition = st.tuples(st.integers(0, 2**31 - 1), st.integers(-1, 120), st.integers(-1, 2**62),
+                      st.integers(-1, 2**62), st.integers(-1, 2**62), st.one_of(st.none(), st.text(max_size=30)))
+results = st.lists(st.tuples(st.text(min_size=1, max_size=40), st.lists(partition, max_size=4)), max_size=3)
+
+
+def reference(version, res, throttle):
+    T = ProduceResponse.TopicProduceResponse
+    P = T.PartitionProduceResponse
+    body = ProduceResponse[version](throttle_time_ms=throttle, responses=[
+        T(name=name, partition_responses=[P(index=i, error_code=e, base_offset=b, log_append_time_ms=a,
+                                            log_start_offset=s, record_errors=[], error_message=m)
+                                          for i, e, b, a, s, m in parts]) for name, parts in res])
+    return bytes(body.encode())
+
+
+@pytest.mark.parametrize("version", range(0, 12))
+@settings(max_examples=60, deadline=None)
+@given(res=results, throttle=st.integers(0, 10_000))
+def test_matches_kafka_python_encoder_for_every_version(version, res, throttle):
+    assert encode_produce_response(version, res, throttle) == reference(version, res, throttle)
