@@ -32,6 +32,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.docs_section import replace_section
 from protocol.record_batch import parse_header
 from store import Store, StoreConfig
 
@@ -181,15 +182,7 @@ def _cpus() -> int:
 
 
 def write_docs(section: str) -> None:
-    path = ROOT / "docs" / "benchmarks.md"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    block = f"{START}\n{section}\n{END}"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
+    replace_section(ROOT / "docs" / "benchmarks.md", START, END, section)
 
 
 def main() -> None:
