@@ -122,7 +122,7 @@ class Broker:
                 for m in self.store.topics().values() for p in range(m.partitions)}
 
     def topic(self, name: str) -> TopicMeta | None:
-        return self.store.topics().get(name)
+        return self.store.topic(name)
 
     def auto_create(self, name: str) -> TopicMeta:
         return self.store.create_topic(name, self.config["num.partitions"], {})

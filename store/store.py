@@ -167,6 +167,10 @@ class Store:
     def topics(self) -> dict[str, TopicMeta]:
         return dict(self._registry.topics)
 
+    def topic(self, name: str) -> TopicMeta | None:
+        """One topic's metadata without copying the registry (the produce path asks per partition)."""
+        return self._registry.topics.get(name)
+
     def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
         with self._lock:
             meta = self._registry.create(name, partitions, configs)

@@ -21,7 +21,7 @@ from protocol.codec import Request
 from protocol.errors import ErrorCode
 from protocol.produce_response import encode_produce_response
 from protocol.record_batch import CODEC_ZSTD, InvalidBatch, stamp_log_append_time, validate_produce_records
-from store import StorageFull, StoreError
+from store import StoreError
 
 log = logging.getLogger("gregor.produce")
 ZSTD_MIN_PRODUCE_VERSION = 7  # KIP-110: zstd needs Produce v7+ and Fetch v10+
@@ -104,9 +104,7 @@ def _append_one(broker: Broker, topic: str, partition: int, records: bytes | Non
         stamp_log_append_time(batch, append_time)
     try:
         result = store.append(topic, partition, batch, header)
-    except StorageFull as exc:
-        return _error(ErrorCode.KAFKA_STORAGE_ERROR, log_start, str(exc)), None
-    except StoreError as exc:
+    except StoreError as exc:  # StorageFull included
         return _error(ErrorCode.KAFKA_STORAGE_ERROR, log_start, str(exc)), None
     broker.producers.record(topic, partition, header, result.base_offset)
     return (ErrorCode.NONE, result.base_offset, append_time, log_start, None), result.flush
