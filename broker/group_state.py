@@ -327,13 +327,9 @@ class Group:
     def heartbeat(self, now: float, member_id: str, instance_id: str | None, generation_id: int) -> int:
         if self.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if self.is_fenced(instance_id, member_id):
-            return ErrorCode.FENCED_INSTANCE_ID
-        member = self.members.get(member_id)
+        error, member = self._current_member(member_id, instance_id, generation_id)
         if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if generation_id != self.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
+            return error
         if self.state is GroupState.EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
         self._touch(member, now)
@@ -363,17 +359,25 @@ class Group:
         if generation_id < 0 and member_id == "" and instance_id is None:
             # The simple-commit path: assign() users and admin tools, only while nobody is a member.
             return ErrorCode.NONE if self.state is GroupState.EMPTY else ErrorCode.UNKNOWN_MEMBER_ID
-        if self.is_fenced(instance_id, member_id):
-            return ErrorCode.FENCED_INSTANCE_ID
-        member = self.members.get(member_id)
+        error, member = self._current_member(member_id, instance_id, generation_id)
         if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if generation_id != self.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
+            return error
         if self.state is GroupState.COMPLETING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
         self._touch(member, now)
         return ErrorCode.NONE
+
+    def _current_member(self, member_id: str, instance_id: str | None,
+                        generation_id: int) -> tuple[int, Member | None]:
+        """(NONE, member) when the caller is a member of this generation, else (error, None)."""
+        if self.is_fenced(instance_id, member_id):
+            return ErrorCode.FENCED_INSTANCE_ID, None
+        member = self.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID, None
+        if generation_id != self.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION, None
+        return ErrorCode.NONE, member
 
     def kill(self) -> None:
         """DeleteGroups (only of an Empty group) or coordinator shutdown."""

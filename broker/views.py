@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from store import TopicMeta
-from store import tag_hash
+from store import TopicMeta, tag_hash
 
 VIEW_SOURCE = "view.source"
 VIEW_TAGS = "view.tags"

@@ -9,8 +9,8 @@ that is a metadata question, as in Kafka's KafkaApis.
 from __future__ import annotations
 
 from broker.broker import Broker
-from broker.peer import peer_host
 from broker.group_member import JoinRequest
+from broker.peer import peer_host
 from protocol.codec import Request
 from protocol.errors import ErrorCode
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from broker.broker import Broker, topic_name_error
+from broker.broker import TOPIC_TO_BROKER_CONFIG, Broker, topic_name_error
 from broker.config import SETTINGS
 from broker.topic_configs import BOOLEAN, GREGOR_TOPIC_CONFIGS, LONG, STRING, TOPIC_CONFIGS, config_error
 from broker.views import is_view_config, view_config_error, view_of, views_of
@@ -28,16 +28,12 @@ def effective_configs(broker: Broker, overrides: dict[str, str]) -> list[tuple[s
             out.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG, kind))
             continue
         value, source = default, DEFAULT_CONFIG
-        broker_name = _BROKER_SYNONYM.get(name)
+        broker_name = TOPIC_TO_BROKER_CONFIG.get(name)
         if broker_name is not None and broker_name in broker.config.explicit:
             value, source = str(broker.config[broker_name]), STATIC_BROKER_CONFIG
         out.append((name, value, source, kind))
     return out
 
-
-_BROKER_SYNONYM = {"max.message.bytes": "message.max.bytes",
-                   "message.timestamp.type": "log.message.timestamp.type",
-                   "retention.ms": "log.retention.ms", "retention.bytes": "log.retention.bytes"}
 
 
 async def handle_create_topics(broker: Broker, request: Request):
@@ -98,8 +94,8 @@ def _validate_create(broker: Broker, t, duplicate: bool) -> tuple[ErrorCode, str
                 "Replication factor must be larger than 0, or -1 to use the default value.", -1)
     if rf > 1:
         return (ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
-                "cannot be reached because only 1 broker(s) are registered.", -1)
+                (f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
+                "cannot be reached because only 1 broker(s) are registered."), -1)
     for c in t.configs:
         problem = config_error(c.name, c.value)
         if problem:
@@ -175,8 +171,8 @@ async def handle_create_partitions(broker: Broker, request: Request):
 
         elif t.count < meta.partitions:
             error, message = (ErrorCode.INVALID_PARTITIONS,
-                              f"Topic currently has {meta.partitions} partitions, which is higher than the "
-                              f"requested {t.count}.")
+                              (f"Topic currently has {meta.partitions} partitions, which is higher than the "
+                              f"requested {t.count}."))
         elif t.count == meta.partitions:
             error, message = ErrorCode.INVALID_PARTITIONS, f"Topic already has {meta.partitions} partitions."
         elif not body.validate_only:
@@ -216,8 +212,8 @@ async def handle_describe_configs(broker: Broker, request: Request):
                 error, message = ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
             elif name and int(name) != broker.node_id:
                 error, message = (ErrorCode.INVALID_REQUEST,
-                                  f"Unexpected broker id, expected {broker.node_id} or empty string, "
-                                  f"but received {name}")
+                                  (f"Unexpected broker id, expected {broker.node_id} or empty string, "
+                                  f"but received {name}"))
             else:
                 for setting, (parser, _, _) in sorted(SETTINGS.items()):
                     if keys is not None and setting not in keys:
