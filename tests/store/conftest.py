@@ -30,6 +30,16 @@ def append(store: Store, topic: str, partition: int, batch: bytes):
     return store.append(topic, partition, batch, parse_header(batch))
 
 
+def segment_names(data_dir: Path) -> list[str]:
+    """Names of the complete commitlog segments, oldest first.
+
+    The background allocator may be creating the next segment as `<start>.alloc` at any
+    moment (it is renamed once allocated), so a listing taken while the store is open
+    must leave those out."""
+    return sorted(p.name for p in (data_dir / "commitlog").iterdir()
+                  if len(p.name) == 20 and p.name.isdigit())
+
+
 def tiny_config(**overrides) -> StoreConfig:
     values = {"segment_bytes": 8192, "queue_entries_per_file": 16, "flush_interval_ms": 20,
                   "retention_ms": -1, "retention_check_interval_ms": 3_600_000,

@@ -6,7 +6,7 @@ import pytest
 
 from protocol.record_batch import parse_header
 from store import OffsetOutOfRange, UnknownPartition, UnknownTopic
-from tests.store.conftest import append, build_batch
+from tests.store.conftest import append, build_batch, segment_names
 
 
 def _offsets(result) -> list[tuple[int, int]]:
@@ -80,7 +80,7 @@ def test_segment_roll_over_in_the_middle_of_appends(store, data_dir):
     values = [bytes([i]) * 700 for i in range(40)]
     for i, v in enumerate(values):
         append(store, "t", i % 2, build_batch([v]))
-    segments = sorted(p.name for p in (data_dir / "commitlog").iterdir())
+    segments = segment_names(data_dir)
     assert len(segments) >= 4 and all(len(n) == 20 for n in segments)
     assert [int(n) for n in segments] == [i * 8192 for i in range(len(segments))]
     got = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from store import OffsetOutOfRange, Store
-from tests.store.conftest import append, build_batch, tiny_config
+from tests.store.conftest import append, build_batch, segment_names, tiny_config
 
 
 def _fill(store: Store, n: int = 40) -> None:
@@ -18,10 +18,10 @@ def _fill(store: Store, n: int = 40) -> None:
 def test_retention_by_size_deletes_oldest_segments_and_moves_log_start(data_dir):
     s = Store.open(data_dir, tiny_config(retention_bytes=3 * 8192))
     _fill(s)
-    names_before = sorted(p.name for p in (data_dir / "commitlog").iterdir())
+    names_before = segment_names(data_dir)
     deleted = s.enforce_retention()
     assert deleted > 0
-    names_after = {p.name for p in (data_dir / "commitlog").iterdir()}
+    names_after = set(segment_names(data_dir))
     assert not names_after & set(names_before[:deleted])
     assert set(names_before[deleted:]) <= names_after
     start = s.log_start_offset("t", 0)
