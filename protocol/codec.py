@@ -120,11 +120,15 @@ def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
             raise MalformedRequest("unsigned varint longer than 5 bytes")
 
 
-def encode_response(header: RequestHeaderInfo, body: Any) -> bytes:
+def encode_response(header: RequestHeaderInfo, body: Any) -> bytes | list:
     """Frame a response body with response header v0, or v1 (an empty tagged-field section)
     for flexible versions. The header is two fixed fields, written here; the body is
-    kafka-python's encoder."""
-    if isinstance(body, bytes):  # already encoded (protocol.produce_response)
+    kafka-python's encoder, or bytes already encoded (protocol.produce_response), or a list
+    of buffers (protocol.fetch_response), which stays a list with the frame prefix in front."""
+    if isinstance(body, list):
+        prefix = _SIZE_AND_ID.pack(sum(map(len, body)) + 4 + header.flexible, header.correlation_id)
+        return [prefix + b"\x00" if header.flexible else prefix, *body]
+    if isinstance(body, bytes):
         payload = body
     else:
         body.API_VERSION = header.api_version

@@ -15,6 +15,7 @@ from broker.view_fetch import read_view
 from broker.views import TAG_HEADER, data_topic, view_of
 from protocol.codec import Request
 from protocol.errors import ErrorCode
+from protocol.fetch_response import PartitionResult, encode_fetch_response, error_partition
 from protocol.record_batch import ATTRIBUTES_OFFSET, CODEC_MASK, CODEC_ZSTD
 from store import CorruptData, OffsetOutOfRange
 
@@ -24,14 +25,15 @@ LEADER_EPOCH = 0
 
 
 async def handle_fetch(broker: Broker, request: Request):
+    """The answer is a list of buffers (protocol.fetch_response): record batches stay memoryviews
+    over the commitlog until the connection writes them with sendmsg."""
     body = request.body
     version = request.header.api_version
-    cls = request.spec.response
     topics_now = broker.store.topics()
     keys = [(data_topic(topics_now, t.topic), p.partition) for t in body.topics for p in t.partitions]
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     while True:
-        topics, size, has_error = _read_all(broker, cls, body, version)
+        topics, size, has_error = _read_all(broker, body, version)
         if size >= body.min_bytes or has_error or not keys or trio.current_time() >= deadline:
             break
         event = trio.Event()
@@ -41,11 +43,10 @@ async def handle_fetch(broker: Broker, request: Request):
                 await event.wait()
         finally:
             broker.appends.unregister(keys, event)
-    return cls[version](throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+    return encode_fetch_response(version, topics)
 
 
-def _read_all(broker: Broker, cls, body, version: int):
-    PartitionData = cls.FetchableTopicResponse.PartitionData
+def _read_all(broker: Broker, body, version: int):
     remaining = body.max_bytes
     size = 0
     has_error = False
@@ -59,9 +60,7 @@ def _read_all(broker: Broker, cls, body, version: int):
         for p in topic.partitions:
             if meta is None or not 0 <= p.partition < meta.partitions:
                 has_error = True
-                parts.append(PartitionData(partition_index=p.partition, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                           high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-                                           aborted_transactions=[], preferred_read_replica=-1, records=b""))
+                parts.append(error_partition(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, aborted=[]))
                 continue
             limit = min(p.partition_max_bytes, remaining)
             try:
@@ -72,19 +71,15 @@ def _read_all(broker: Broker, cls, body, version: int):
                                        p.fetch_offset, max(limit, 1))
             except OffsetOutOfRange:
                 has_error = True
-                parts.append(PartitionData(partition_index=p.partition, error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
-                                           high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-                                           aborted_transactions=None, preferred_read_replica=-1, records=b""))
+                parts.append(error_partition(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE))
                 continue
             except CorruptData:
                 # damaged at rest (found by the startup CRC check): an error, never garbage;
                 # Java consumers raise it to the application, which may seek past the range
                 has_error = True
                 hw = broker.store.high_watermark(meta.name, p.partition)
-                parts.append(PartitionData(partition_index=p.partition, error_code=ErrorCode.CORRUPT_MESSAGE,
-                                           high_watermark=hw, last_stable_offset=hw,
-                                           log_start_offset=broker.store.log_start_offset(meta.name, p.partition),
-                                           aborted_transactions=None, preferred_read_replica=-1, records=b""))
+                parts.append(error_partition(p.partition, ErrorCode.CORRUPT_MESSAGE, hw,
+                                             broker.store.log_start_offset(meta.name, p.partition)))
                 continue
             batches = result.batches
             if size and batches and (limit <= 0 or len(batches[0]) > limit):
@@ -92,20 +87,15 @@ def _read_all(broker: Broker, cls, body, version: int):
             if version < ZSTD_MIN_FETCH_VERSION and any(b[ATTRIBUTES_OFFSET + 1] & CODEC_MASK == CODEC_ZSTD
                                                         for b in batches):
                 has_error = True  # a client this old cannot read zstd (Kafka answers the same)
-                parts.append(PartitionData(partition_index=p.partition,
-                                           error_code=ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
-                                           high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-                                           aborted_transactions=None, preferred_read_replica=-1, records=b""))
+                parts.append(error_partition(p.partition, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE))
                 continue
-            records = b"".join(batches)
+            nbytes = sum(map(len, batches))
             # a view's empty gap batches move consumers on but are not data for min_bytes
-            size += len(records) if view is None else result.matched_bytes
-            remaining -= len(records)
+            size += nbytes if view is None else result.matched_bytes
+            remaining -= nbytes
             hw = result.high_watermark
-            parts.append(PartitionData(partition_index=p.partition, error_code=0, high_watermark=hw,
-                                       last_stable_offset=hw, log_start_offset=result.log_start_offset,
-                                       aborted_transactions=None, preferred_read_replica=-1, records=records))
-        topics.append(cls.FetchableTopicResponse(topic=topic.topic, partitions=parts))
+            parts.append(PartitionResult(p.partition, 0, hw, hw, result.log_start_offset, None, -1, batches))
+        topics.append((topic.topic, parts))
     return topics, size, has_error
 
 

@@ -152,3 +152,30 @@ def test_zstd_needs_produce_v7_and_fetch_v10(gregor, topic_name):
                                 forgotten_topics_data=[])
     assert client.request(old_fetch).responses[0].partitions[0].error_code == 76
     assert len(fetch(client, topic_name, 0).records) > 0
+
+
+def test_large_fetch_of_many_batches_arrives_whole_and_in_order(gregor, topic_name):
+    """A fetch answer is written as one buffer per batch with sendmsg: more batches than one
+    sendmsg takes (IOV_BATCH) and more bytes than the socket buffer, so partial writes happen."""
+    from kafka.record.memory_records import MemoryRecords
+
+    from broker.connection import IOV_BATCH
+    client = WireClient(gregor)
+    create(client, topic_name)
+    count = 3 * IOV_BATCH
+    for i in range(count):
+        assert produce(client, topic_name, batch(1, value=b"%06d" % i + b"." * 1000)).error_code == 0
+    F = FetchRequest.FetchTopic
+    req = FetchRequest[12](replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=8 << 20, isolation_level=0,
+                           session_id=0, session_epoch=-1,
+                           topics=[F(topic=topic_name, partitions=[F.FetchPartition(
+                               partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                               log_start_offset=-1, partition_max_bytes=8 << 20)])],
+                           forgotten_topics_data=[], rack_id="")
+    part = client.request(req).responses[0].partitions[0]
+    assert part.error_code == 0 and part.high_watermark == count
+    records = MemoryRecords(part.records)
+    values = []
+    while records.has_next():
+        values.extend(r.value[:6] for r in records.next_batch())
+    assert values == [b"%06d" % i for i in range(count)]

@@ -1,0 +1,98 @@
+"""FetchResponse v4-v12 body encoder that leaves the record batches where they are.
+
+kafka-python's encoder wants each partition's records as one bytes object, so a
+fetch used to copy every batch out of the commitlog's mmap (b"".join), again into
+the encoded body, and a third time when the frame prefix was put in front. Profiles
+of the consume benchmark put those copies at about two fifths of the broker's fetch
+work. This encoder returns a list of buffers instead: the small fixed fields as
+bytes, and every record batch as the memoryview the store handed out. The
+connection writes the list with one scatter-gather sendmsg, so batch bytes go from
+the page cache to the socket with no Python-level copy.
+
+The layout is Kafka's FetchResponse.json; tests/protocol/test_fetch_response.py
+checks the joined bytes against kafka-python's encoder for every version.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import NamedTuple, Union
+
+from protocol.produce_response import _count, _string, _uvarint
+
+FLEXIBLE_FROM = 12
+MIN_VERSION, MAX_VERSION = 4, 12
+
+Buffer = Union[bytes, memoryview]
+
+_HEAD_V7 = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
+_I32 = struct.Struct(">i")
+_PART_FIXED = struct.Struct(">ihqq")  # partition, error_code, high_watermark, last_stable_offset
+_I64 = struct.Struct(">q")
+_ABORTED = struct.Struct(">qq")  # producer_id, first_offset
+
+
+class PartitionResult(NamedTuple):
+    partition: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted_transactions: list[tuple[int, int]] | None
+    preferred_read_replica: int
+    records: Sequence[Buffer] | None  # the batches, in order; None is a null records field
+
+
+def error_partition(partition: int, error_code: int, high_watermark: int = -1,
+                    log_start_offset: int = -1,
+                    aborted: list[tuple[int, int]] | None = None) -> PartitionResult:
+    """A partition that answers an error: no records (an empty, not null, records field)."""
+    return PartitionResult(partition, error_code, high_watermark, high_watermark, log_start_offset,
+                           aborted, -1, ())
+
+
+def encode_fetch_response(version: int, topics: list[tuple[str, list[PartitionResult]]],
+                          throttle_time_ms: int = 0, error_code: int = 0,
+                          session_id: int = 0) -> list[Buffer]:
+    """The body as a list of buffers whose concatenation is the encoded response."""
+    if not MIN_VERSION <= version <= MAX_VERSION:
+        raise ValueError(f"FetchResponse v{version} is not encoded here")
+    flexible = version >= FLEXIBLE_FROM
+    tags = b"\x00" if flexible else b""
+    out: list[Buffer] = []
+    head = bytearray(_HEAD_V7.pack(throttle_time_ms, error_code, session_id) if version >= 7
+                     else _I32.pack(throttle_time_ms))
+    head += _count(len(topics), flexible)
+    for topic, partitions in topics:
+        head += _string(topic, flexible)
+        head += _count(len(partitions), flexible)
+        for p in partitions:
+            head += _PART_FIXED.pack(p.partition, p.error_code, p.high_watermark, p.last_stable_offset)
+            if version >= 5:
+                head += _I64.pack(p.log_start_offset)
+            aborted = p.aborted_transactions
+            if aborted is None:
+                head += b"\x00" if flexible else b"\xff\xff\xff\xff"
+            else:
+                head += _count(len(aborted), flexible)
+                for producer_id, first_offset in aborted:
+                    head += _ABORTED.pack(producer_id, first_offset)
+                    head += tags
+            if version >= 11:
+                head += _I32.pack(p.preferred_read_replica)
+            records = p.records
+            if records is None:
+                head += b"\x00" if flexible else b"\xff\xff\xff\xff"
+            else:
+                size = sum(map(len, records))
+                head += _uvarint(size + 1) if flexible else _I32.pack(size)
+                if size:
+                    out.append(bytes(head))
+                    out.extend(records)
+                    head = bytearray()
+            head += tags  # the partition's tagged fields: none
+        head += tags
+    head += tags
+    out.append(bytes(head))
+    return out
