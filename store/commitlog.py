@@ -27,11 +27,25 @@ from store.segment_walk import CorruptRegion, Ending, Tail, claimed_header, resy
 log = logging.getLogger(__name__)
 
 
+PREFAULT_WINDOW = 64 << 20  # bytes kept faulted in ahead of the write position
+PREFAULT_STEP = 4 << 20  # bytes per madvise call, so stopping is prompt
+
+
 class CommitLog:
-    def __init__(self, directory: Path, segment_bytes: int, prezero: bool = False) -> None:
+    def __init__(self, directory: Path, segment_bytes: int, prezero: bool = False,
+                 prefault: bool = False) -> None:
         self.directory = directory
         self.segment_bytes = segment_bytes
         self.prezero = prezero
+        # Async mode: a thread faults the pages just ahead of the writer in, so the append's
+        # memcpy does not take a page fault (and the page reclaim behind it) per 4 KiB on the
+        # event loop. Sync mode zero-fills whole segments instead (prezero): those pages are
+        # cached, and prefaulting them would dirty them for every fdatasync to write again.
+        self.prefault = prefault
+        self._prefaulted = 0  # pages below this position, from the write position, are faulted in
+        self._prefault_trigger = 0  # the writer wakes the prefaulter when it passes this
+        self._prefault_wanted = threading.Event()
+        self._prefaulter: threading.Thread | None = None
         directory.mkdir(parents=True, exist_ok=True)
         for stale in directory.glob("*.alloc"):
             stale.unlink()
@@ -89,6 +103,9 @@ class CommitLog:
         E.PREFIX.pack_into(mv, local, length, E.crc_of(mv, local, length), E.MAGIC_DATA, 0, len(topic))
         self.write_position = seg.start + local + length
         seg.newest_timestamp = store_ts
+        if self.write_position >= self._prefault_trigger and self._prefaulter is not None:
+            self._prefault_trigger = self.write_position + PREFAULT_WINDOW  # wake it once
+            self._prefault_wanted.set()
         return seg.start + b
 
     def _roll(self, length: int) -> Segment:
@@ -120,13 +137,57 @@ class CommitLog:
                                            daemon=True)
         self._alloc_wanted.set()
         self._allocator.start()
+        if self.prefault:
+            self._prefaulter = threading.Thread(target=self._prefault_loop, name="commitlog-prefaulter",
+                                                daemon=True)
+            self._prefault_wanted.set()
+            self._prefaulter.start()
 
     def stop_allocator(self) -> None:
         self._stopping = True
         self._alloc_wanted.set()
+        self._prefault_wanted.set()
         if self._allocator is not None:
             self._allocator.join()
             self._allocator = None
+        if self._prefaulter is not None:
+            self._prefaulter.join()
+            self._prefaulter = None
+
+    def _prefault_loop(self) -> None:
+        while True:
+            self._prefault_wanted.wait()
+            self._prefault_wanted.clear()
+            if self._stopping:
+                return
+            if not self.prefault_ahead():
+                log.warning("the kernel refused MADV_POPULATE_WRITE (Linux 5.14+); appends fault "
+                            "their own pages in")
+                self._prefault_trigger = 1 << 62
+                return
+
+    def prefault_ahead(self) -> bool:
+        """Fault in [write position, write position + PREFAULT_WINDOW) in the active segment and
+        the one allocated ahead; False if the kernel refuses the advice."""
+        writer = self.write_position
+        target = writer + PREFAULT_WINDOW
+        position = max(self._prefaulted, writer)
+        while position < target and not self._stopping:
+            seg = next((s for s in (self.active, self._ahead)
+                        if s is not None and s.start <= position < s.end), None)
+            if seg is None:
+                # the next segment is not allocated yet: the allocator wakes us when it is;
+                # until then the writer has no reason to
+                self._prefault_trigger = 1 << 62
+                return True
+            end = min(target, seg.end, position + PREFAULT_STEP)
+            if not seg.populate(position - seg.start, end - position):
+                return False
+            position = end
+            self._prefaulted = position
+        # wake again once the writer has used half of what is prepared
+        self._prefault_trigger = max(writer + 1, position - PREFAULT_WINDOW // 2)
+        return True
 
     def _allocate_loop(self) -> None:
         while True:
@@ -138,6 +199,7 @@ class CommitLog:
                 self.allocate_ahead()
             except OSError:
                 log.exception("commitlog allocator failed; appends will allocate on demand")
+            self._prefault_wanted.set()  # the window may reach into the new segment
 
     def allocate_ahead(self) -> bool:
         """Make sure the segment after the active one exists; False when out of space."""

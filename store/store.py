@@ -94,7 +94,7 @@ class Store:
         registry = TopicRegistry(root / "topics.json")
         clean = take_clean_mark(root / "clean_shutdown")
         commitlog = CommitLog(root / "commitlog", config.segment_bytes,
-                              prezero=config.flush_mode == "sync")
+                              prezero=config.flush_mode == "sync", prefault=config.flush_mode == "async")
         ckpt = Checkpoint.load(root / "checkpoint")
         parts = None
         if clean and ckpt is not None:
