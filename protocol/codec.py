@@ -14,12 +14,14 @@ from typing import Any
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
+from protocol import produce_request
 from protocol.api_versions import API_SPECS, API_VERSIONS_KEY, ApiSpec
 from protocol.errors import ErrorCode
 
 _FIXED_HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _INT16 = struct.Struct(">h")
 _SIZE_AND_ID = struct.Struct(">ii")  # frame size, correlation_id
+PRODUCE_KEY = 0
 
 
 class MalformedRequest(Exception):
@@ -39,7 +41,7 @@ class RequestHeaderInfo:
 class Request:
     header: RequestHeaderInfo
     spec: ApiSpec
-    body: Any  # a kafka-python request object
+    body: Any  # a kafka-python request object (Produce v3+: protocol.produce_request's tuples)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +73,10 @@ def decode_request(frame: bytes) -> Request | UnsupportedRequest:
     flexible = spec.flexible(api_version)
     header, pos = _parse_header(frame, flexible)
     try:
-        body = spec.request.decode(memoryview(frame)[pos:], version=api_version)
+        if api_key == PRODUCE_KEY and api_version >= produce_request.MIN_VERSION:
+            body = produce_request.decode_produce_request(memoryview(frame)[pos:], api_version)
+        else:
+            body = spec.request.decode(memoryview(frame)[pos:], version=api_version)
     except Exception as exc:  # kafka-python raises assorted errors on short or bad input
         raise MalformedRequest(f"cannot decode {spec.name} v{api_version}: {exc!r}") from exc
     return Request(header, spec, body)
