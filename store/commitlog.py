@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import bisect
 import logging
+import struct
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import crc32c
 import numpy as np
 
 from store import entry as E
@@ -26,6 +28,13 @@ from store.segment_walk import CorruptRegion, Ending, Tail, claimed_header, resy
 
 log = logging.getLogger(__name__)
 
+
+# The append path's struct writers, bound once: attribute lookups were a measurable part of
+# a 1 KiB append (about 1.5 us in all).
+_pack_header = E.ENTRY_HEADER.pack_into
+_pack_rewrite = E.BATCH_REWRITE.pack_into
+_pack_crc = struct.Struct(">I").pack_into  # the prefix's CRC field, at byte 4
+_HEADER_SIZE, _CRC_FROM, _MAGIC_DATA = E.HEADER_SIZE, E.CRC_FROM, E.MAGIC_DATA
 
 PREFAULT_WINDOW = 64 << 20  # bytes kept faulted in ahead of the write position
 PREFAULT_STEP = 4 << 20  # bytes per madvise call, so stopping is prompt
@@ -87,21 +96,23 @@ class CommitLog:
                max_ts: int) -> int:
         """Write one entry; returns the commitlog position of its batch bytes."""
         n = len(batch)
-        length = E.HEADER_SIZE + n + len(topic)
+        topic_length = len(topic)
+        length = _HEADER_SIZE + n + topic_length
         seg = self.active
         local = self.write_position - seg.start
         if local + length > seg.size:
             seg = self._roll(length)
             local = 0
         mv = seg.view
-        b = local + E.HEADER_SIZE
+        b = local + _HEADER_SIZE
+        end = local + length
         mv[b:b + n] = batch
-        E.BATCH_REWRITE.pack_into(mv, b, base_offset, n - 12, 0)
-        mv[b + n:local + length] = topic
-        E.ENTRY_HEADER.pack_into(mv, local, length, 0, E.MAGIC_DATA, 0, len(topic), topic_id,
-                                 partition, base_offset, record_count, store_ts, max_ts)
-        E.PREFIX.pack_into(mv, local, length, E.crc_of(mv, local, length), E.MAGIC_DATA, 0, len(topic))
-        self.write_position = seg.start + local + length
+        _pack_rewrite(mv, b, base_offset, n - 12, 0)
+        mv[b + n:end] = topic
+        _pack_header(mv, local, length, 0, _MAGIC_DATA, 0, topic_length, topic_id,
+                     partition, base_offset, record_count, store_ts, max_ts)
+        _pack_crc(mv, local + 4, crc32c.crc32c(mv[local + _CRC_FROM:end]))  # E.crc_of, inlined
+        self.write_position = seg.start + end
         seg.newest_timestamp = store_ts
         if self.write_position >= self._prefault_trigger and self._prefaulter is not None:
             self._prefault_trigger = self.write_position + PREFAULT_WINDOW  # wake it once

@@ -17,6 +17,7 @@ import errno
 import mmap
 import os
 import shutil
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ from store.errors import CorruptEntry, StorageFull
 
 QUEUE_ENTRY = np.dtype([("pos", "<i8"), ("size", "<i4"), ("tag", "<i8")])
 ENTRY_SIZE = QUEUE_ENTRY.itemsize  # 20
+_ENTRY = struct.Struct("<qiq")  # the same layout, for writing untagged entries (see put)
 CORRUPT = -1  # size of an offset whose batch is damaged; position still orders it
 RESERVE_ENTRIES = 4096  # queue entries backed by disk blocks ahead of the writer (80 KiB)
 
@@ -71,6 +73,7 @@ class ConsumeQueue:
         self.high_watermark = 0
         self._cur_index = -1
         self._cur: np.ndarray | None = None
+        self._cur_bytes: memoryview | None = None  # the bytes of _cur, for put
         self._reserved = 0  # entries below this offset have disk blocks (see reserve)
 
     @classmethod
@@ -124,7 +127,14 @@ class ConsumeQueue:
         """Point `count` entries from `offset` at one batch; tag hash 0."""
         index, slot = divmod(offset, self.per_file)
         if index == self._cur_index and slot + count <= self.per_file:
-            self._cur[slot:slot + count] = [(position, size, 0)]
+            # One assignment either way. struct over the raw bytes costs 0.1 us where numpy's
+            # structured-array assignment costs 0.6 us, the largest part of an append after
+            # the commitlog copy; N records get N copies of the entry in one slice assignment.
+            if count == 1:
+                _ENTRY.pack_into(self._cur_bytes, slot * ENTRY_SIZE, position, size, 0)
+            else:
+                self._cur_bytes[slot * ENTRY_SIZE:(slot + count) * ENTRY_SIZE] = \
+                    _ENTRY.pack(position, size, 0) * count
         else:
             self._put_spanning(offset, count, position, size, None)
 
@@ -152,6 +162,7 @@ class ConsumeQueue:
             block["tag"] = 0 if tags is None else tags[done:done + n]
             arr[slot:slot + n] = block
             self._cur_index, self._cur = index, arr
+            self._cur_bytes = memoryview(arr.view(np.uint8))
             done += n
 
     def mark_corrupt(self, start: int, stop: int, position: int | None = None) -> None:
@@ -227,5 +238,5 @@ class ConsumeQueue:
 
     def delete(self) -> None:
         self.files.clear()
-        self._cur = None
+        self._cur = self._cur_bytes = None
         shutil.rmtree(self.directory, ignore_errors=True)
