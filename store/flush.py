@@ -17,7 +17,7 @@ from store.errors import StoreError
 class FlushHandle:
     """Completes once every append that received it is durable (fsynced)."""
 
-    __slots__ = ("_callbacks", "_error", "_event", "_lock", "claimed")
+    __slots__ = ("_callbacks", "_error", "_event", "_lock", "appends", "claimed")
 
     def __init__(self) -> None:
         self._event = threading.Event()
@@ -25,6 +25,7 @@ class FlushHandle:
         self._callbacks: list[Callable[[FlushHandle], None]] = []
         self._error: BaseException | None = None
         self.claimed = False  # an append is waiting on this group
+        self.appends = 0  # appends in this group
 
     def done(self) -> bool:
         return self._event.is_set()
@@ -74,12 +75,15 @@ class Flusher:
         self._wake = threading.Event()
         self._flush_lock = threading.Lock()
         self._stopping = False
+        self.commits = 0  # group commits done (fsyncs that completed a claimed group)
+        self.committed_appends = 0  # appends those commits made durable
         self._thread = threading.Thread(target=self._run, name="commitlog-flusher", daemon=True)
         self._thread.start()
 
     def claim(self) -> FlushHandle:
         """The handle for an append just written; call under the append lock."""
         group = self.group
+        group.appends += 1
         if not group.claimed:
             group.claimed = True
             self._wake.set()
@@ -109,6 +113,8 @@ class Flusher:
             except OSError as exc:
                 error = exc
         if group.claimed:
+            self.commits += 1
+            self.committed_appends += group.appends
             group._complete(error)
 
     def stop(self) -> None:

@@ -140,6 +140,10 @@ class Store:
         """Make everything appended so far durable (blocking)."""
         self._flusher.flush_now()
 
+    def group_commit_stats(self) -> tuple[int, int]:
+        """(group commits so far, appends they made durable); sync mode only, else (0, 0)."""
+        return self._flusher.commits, self._flusher.committed_appends
+
     def enforce_retention(self, now_ms: int | None = None) -> int:
         """Delete whole expired commitlog segments; returns how many. Called by the retention
         thread; the unlinks happen outside the append lock."""
