@@ -16,7 +16,7 @@ from broker.config import BrokerConfig
 from broker.group_coordinator import GroupCoordinator
 from broker.metrics import BrokerMetrics
 from broker.producer_state import ProducerStateTable
-from store import Store, TopicMeta
+from store import Store, TopicExists, TopicMeta
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
@@ -124,8 +124,12 @@ class Broker:
     def topic(self, name: str) -> TopicMeta | None:
         return self.store.topic(name)
 
-    def auto_create(self, name: str) -> TopicMeta:
-        return self.store.create_topic(name, self.config["num.partitions"], {})
+    def auto_create(self, name: str) -> TopicMeta | None:
+        """Create a topic a client asked for; None if a CreateTopics for it is under way."""
+        try:
+            return self.store.create_topic(name, self.config["num.partitions"], {})
+        except TopicExists:
+            return None
 
     def topic_config(self, meta: TopicMeta, name: str) -> str | None:
         """A topic's effective setting: its override, else the broker-wide value."""

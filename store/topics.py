@@ -49,13 +49,17 @@ class TopicRegistry:
         except KeyError:
             raise UnknownTopic(name) from None
 
-    def create(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
+    def check_new(self, name: str, partitions: int) -> None:
+        """Raise unless a topic `name` with this many partitions could be created now."""
         if name in self.topics:
             raise TopicExists(name)
         if partitions < 1:
             raise StoreError("a topic needs at least one partition")
         if not name or len(name.encode()) > 249 or "/" in name or name in (".", ".."):
             raise StoreError(f"invalid topic name {name!r}")
+
+    def create(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
+        self.check_new(name, partitions)
         meta = TopicMeta(name, partitions, dict(configs), uuid.uuid4())
         self.topics[name] = meta
         self._save()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import uuid
 
+import trio
+
 from broker.broker import TOPIC_TO_BROKER_CONFIG, Broker, topic_name_error
 from broker.config import SETTINGS
 from broker.topic_configs import BOOLEAN, GREGOR_TOPIC_CONFIGS, LONG, STRING, TOPIC_CONFIGS, config_error
@@ -53,7 +55,9 @@ async def handle_create_topics(broker: Broker, request: Request):
                 topic_id = uuid.uuid4()  # Kafka returns a would-be topic id for a validated topic
             else:
                 try:
-                    meta = broker.store.create_topic(t.name, partitions, overrides)
+                    # a worker thread: making the partitions' queue files is disk work
+                    meta = await trio.to_thread.run_sync(broker.store.create_topic, t.name, partitions,
+                                                         overrides)
                     topic_id = meta.topic_id
                 except TopicExists:
                     error, message = ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."

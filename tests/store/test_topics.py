@@ -61,3 +61,57 @@ def test_deleted_topic_does_not_come_back_after_rebuild(data_dir):
     assert [h.value for h in s.lookup_key("t", b"k", 0, 2**62)] == [b"new"]
     assert s.lookup_message_id(old_id) is None
     s.close()
+
+
+def _gate_queue_creation(monkeypatch, fail_at: int | None = None):
+    """Make ConsumeQueue.create wait for `release` once it has made two queues."""
+    import threading
+
+    from store import store as store_module
+    started, release = threading.Event(), threading.Event()
+    real = store_module.ConsumeQueue.create
+    made = []
+
+    def gated(directory, per_file, first_offset=0):
+        if len(made) == 2:
+            started.set()
+            assert release.wait(10)
+        if fail_at is not None and len(made) == fail_at:
+            raise OSError(28, "simulated: no space left on device")
+        made.append(directory)
+        return real(directory, per_file, first_offset)
+
+    monkeypatch.setattr(store_module.ConsumeQueue, "create", staticmethod(gated))
+    return started, release
+
+
+def test_creating_a_topic_does_not_hold_up_appends(store, data_dir, monkeypatch):
+    import threading
+
+    from store import TopicExists
+    store.create_topic("busy", 1, {})
+    started, release = _gate_queue_creation(monkeypatch)
+    creator = threading.Thread(target=store.create_topic, args=("wide", 50, {}))
+    creator.start()
+    try:
+        assert started.wait(10)
+        assert append(store, "busy", 0, build_batch([b"during"])).base_offset == 0  # not blocked
+        assert store.topic("wide") is None  # not visible half made
+        with pytest.raises(TopicExists):
+            store.create_topic("wide", 3, {})
+    finally:
+        release.set()
+        creator.join(10)
+    assert store.topic("wide").partitions == 50
+    assert append(store, "wide", 49, build_batch([b"x"])).base_offset == 0
+
+
+def test_a_failed_creation_leaves_no_topic_and_no_files(store, data_dir, monkeypatch):
+    started, release = _gate_queue_creation(monkeypatch, fail_at=3)
+    release.set()
+    with pytest.raises(OSError):
+        store.create_topic("doomed", 10, {})
+    assert store.topic("doomed") is None
+    assert not (data_dir / "consumequeue" / "doomed").exists()
+    monkeypatch.undo()
+    assert store.create_topic("doomed", 2, {}).partitions == 2
