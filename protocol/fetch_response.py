@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 from protocol.produce_response import _count, _string, _uvarint
 
 FLEXIBLE_FROM = 12
 MIN_VERSION, MAX_VERSION = 4, 12
 
-Buffer = Union[bytes, memoryview]
+Buffer = bytes | memoryview
 
 _HEAD_V7 = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
 _I32 = struct.Struct(">i")

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from store.errors import StorageFull
 
-
 MADV_POPULATE_WRITE = 23  # Linux 5.14+; Python 3.11's mmap module has no name for it
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]

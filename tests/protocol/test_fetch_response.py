@@ -1,7 +1,8 @@
 """The hand-written FetchResponse encoder must produce kafka-python's bytes, version by version."""
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.protocol.consumer import FetchResponse
 
 from protocol.fetch_response import PartitionResult, encode_fetch_response, error_partition

@@ -1,7 +1,8 @@
 """The hand-written ProduceRequest decoder must read what kafka-python's encoder writes."""
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.protocol.producer import ProduceRequest
 
 from protocol.produce_request import DecodeError, decode_produce_request

@@ -1,5 +1,6 @@
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.protocol.producer import ProduceResponse
 
 from protocol.produce_response import encode_produce_response
@@ -19,7 +20,7 @@ def reference(version, res, throttle):
     return bytes(body.encode())
 
 
-@pytest.mark.parametrize("version", range(0, 12))
+@pytest.mark.parametrize("version", range(12))
 @settings(max_examples=60, deadline=None)
 @given(res=results, throttle=st.integers(0, 10_000))
 def test_matches_kafka_python_encoder_for_every_version(version, res, throttle):

@@ -107,7 +107,7 @@ def test_creating_a_topic_does_not_hold_up_appends(store, data_dir, monkeypatch)
 
 
 def test_a_failed_creation_leaves_no_topic_and_no_files(store, data_dir, monkeypatch):
-    started, release = _gate_queue_creation(monkeypatch, fail_at=3)
+    _started, release = _gate_queue_creation(monkeypatch, fail_at=3)
     release.set()
     with pytest.raises(OSError):
         store.create_topic("doomed", 10, {})
