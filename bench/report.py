@@ -105,7 +105,9 @@ def markdown(results: dict) -> str:
           f"Target: {meta['target']} ({meta.get('source', 'this checkout')}), on 127.0.0.1. Machine: {meta['machine']}, Python {meta['python']}.",
           ("Clients: confluent-kafka 2.16, one process per producer or consumer (bench/loadgen.py); "
           "acks=1, linger 5 ms, batch.size 1 MB, no compression unless the table says otherwise. "
-          "MB/s counts message values only."),
+          "Consumers run with fetch.queue.backoff.ms=0: librdkafka's default (1,000 ms) idles the client "
+          "whenever its queue passes queued.min.messages, which made consume figures swing 2.5x between "
+          "runs with the broker mostly idle. MB/s counts message values only."),
           ("The broker is one Python process. It shares the 2 CPUs with the client under test "
           "(librdkafka's threads and the Python loop), as Kafka's reference figures did; "
           "the broker can use at most one core for Python work."),
@@ -189,6 +191,9 @@ def markdown(results: dict) -> str:
            ("Producer stamps `time.monotonic_ns()` into the value; a consumer in another process subtracts it "
             "on receipt. The first samples (0.5 s) are dropped as warm-up. The target and Kafka's figures are "
             "at 2,000 msg/s; full runs add 250 and 1,000 msg/s to show where the latency bends. "
+            "Each flush mode has a broker of its own, measured after its warm-up and an `os.sync()` (the "
+            "warm-up's dirty pages written back), so a sync-mode fdatasync does not queue behind gigabytes "
+            "of earlier writes. "
             "Broker busy as in the throughput table."), "",
            ("| flush | rate | samples | achieved rate | broker busy | p50 ms | p99 ms | p999 ms | max ms "
             "| Kafka p50 / p99 ms | target | verdict |"),
