@@ -257,7 +257,8 @@ class Store:
             try:
                 # every page written below must have disk blocks first: a full disk is
                 # StorageFull here, before any byte is written, never SIGBUS on an mmap store
-                q.reserve(base, count)
+                if base + count > q.reserved:  # q.reserve's own test, saving a call per append
+                    q.reserve(base, count)
                 if keys:
                     self._key_index.reserve(len(keys))
                 pos = self._log.append(batch, part.topic_id, part.topic_bytes, partition, base, count,
