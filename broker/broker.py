@@ -16,7 +16,7 @@ from broker.config import BrokerConfig
 from broker.group_coordinator import GroupCoordinator
 from broker.metrics import BrokerMetrics
 from broker.producer_state import ProducerStateTable
-from store import Store, TopicExists, TopicMeta
+from store import AdminBusy, Store, TopicExists, TopicMeta
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
@@ -125,10 +125,11 @@ class Broker:
         return self.store.topic(name)
 
     def auto_create(self, name: str) -> TopicMeta | None:
-        """Create a topic a client asked for; None if a CreateTopics for it is under way."""
+        """Create a topic a client asked for, on the event loop (a few partitions: quick);
+        None when another topic change holds the store (the client asks again) or it exists."""
         try:
-            return self.store.create_topic(name, self.config["num.partitions"], {})
-        except TopicExists:
+            return self.store.create_topic(name, self.config["num.partitions"], {}, wait=False)
+        except (TopicExists, AdminBusy):
             return None
 
     def topic_config(self, meta: TopicMeta, name: str) -> str | None:

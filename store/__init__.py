@@ -5,6 +5,7 @@ The public surface is re-exported here; everything else is internal to the packa
 
 from store.config import StoreConfig
 from store.errors import (
+    AdminBusy,
     CorruptData,
     CorruptEntry,
     EntryTooLarge,
@@ -22,7 +23,7 @@ from store.store import AppendResult, ReadResult, Store
 from store.topics import TopicMeta
 
 __all__ = [
-    "AppendResult", "CorruptData", "CorruptEntry", "EntryTooLarge", "FlushHandle", "OffsetOutOfRange", "OffsetStore",
+    "AdminBusy", "AppendResult", "CorruptData", "CorruptEntry", "EntryTooLarge", "FlushHandle", "OffsetOutOfRange", "OffsetStore",
     "ReadResult", "StorageFull", "Store", "StoreConfig", "StoreError", "StoredRecord", "TopicExists",
     "TopicMeta", "UnknownPartition", "UnknownTopic", "tag_hash",
 ]

@@ -67,8 +67,17 @@ def _mmap_of(arr: np.ndarray) -> mmap.mmap:
 class ConsumeQueue:
     # slots: with 10,000 queues an append's attribute reads miss the CPU cache, and a
     # per-instance __dict__ is one more object to miss on
-    __slots__ = ("_cur", "_cur_bytes", "_cur_index", "reserved", "directory", "files", "high_watermark",
-                 "log_start", "per_file")
+    __slots__ = (
+        "_cur",
+        "_cur_bytes",
+        "_cur_index",
+        "directory",
+        "files",
+        "high_watermark",
+        "log_start",
+        "per_file",
+        "reserved",
+    )
 
     def __init__(self, directory: Path, per_file: int) -> None:
         self.directory = directory

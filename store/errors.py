@@ -12,6 +12,10 @@ class TopicExists(StoreError):
     pass
 
 
+class AdminBusy(StoreError):
+    """Another topic change is under way and the caller asked not to wait for it."""
+
+
 class UnknownTopic(StoreError):
     pass
 

@@ -28,11 +28,11 @@ from store.config import StoreConfig
 from store.consume_queue import CORRUPT, ConsumeQueue
 from store.entry import ENTRY_AT_BATCH, ENTRY_HEADER, MAGIC_DATA, crc_of
 from store.errors import (
+    AdminBusy,
     CorruptData,
     CorruptEntry,
     OffsetOutOfRange,
     StorageFull,
-    TopicExists,
     UnknownPartition,
     UnknownTopic,
 )
@@ -75,7 +75,9 @@ class Store:
         self._partitions = partitions
         self._key_index = key_index
         self._lock = threading.Lock()
-        self._creating: set[str] = set()  # topics whose queue files are being made (create_topic)
+        # Topic changes (create, add partitions, alter, delete) take turns under this lock and
+        # make or remove files outside the append lock, which they take only to publish.
+        self._admin_lock = threading.Lock()
         self._subscribers: list[Callable[[str, int], None]] = []
         self._last_ts = 0
         self._full_warned = -FULL_WARNING_INTERVAL_S
@@ -177,44 +179,46 @@ class Store:
         """One topic's metadata without copying the registry (the produce path asks per partition)."""
         return self._registry.topics.get(name)
 
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str],
+                     wait: bool = True) -> TopicMeta:
         """Create a topic and its partitions' consume queues. The queue directories and files
-        (a 1,000-partition topic: 1,000 of each, ~0.5 s here) are made outside the append lock,
+        (a 1,000-partition topic: 1,000 of each, ~0.3 s here) are made outside the append lock,
         so a broker can call this from a worker thread while appends go on; the topic becomes
-        visible at once, complete, when they are ready."""
-        with self._lock:
-            if name in self._creating:
-                raise TopicExists(name)
-            self._registry.check_new(name, partitions)
-            self._creating.add(name)
-        qroot = self.root / "consumequeue"
+        visible, complete, once they are ready. With wait=False, raises AdminBusy instead of
+        waiting for another topic change (for callers on an event loop)."""
+        if not self._admin_lock.acquire(blocking=wait):
+            raise AdminBusy(f"cannot create {name} now: another topic change is under way")
         try:
-            queues = [ConsumeQueue.create(queue_dir(qroot, name, p), self.config.queue_entries_per_file)
-                      for p in range(partitions)]
-            with self._lock:
-                meta = self._registry.create(name, partitions, configs)
-                for p, q in enumerate(queues):
-                    self._partitions[(name, p)] = Partition.of(meta, p, q)
-            return meta
-        except BaseException:
-            if self._registry.topics.get(name) is None:
-                shutil.rmtree(qroot / name, ignore_errors=True)
-            raise
+            self._registry.check_new(name, partitions)
+            qroot = self.root / "consumequeue"
+            try:
+                queues = self._make_queues(name, range(partitions))
+                with self._lock:
+                    meta = self._registry.create(name, partitions, configs)
+                    self._publish(meta, queues)
+                return meta
+            except BaseException:
+                if self._registry.topics.get(name) is None:
+                    shutil.rmtree(qroot / name, ignore_errors=True)
+                raise
         finally:
-            with self._lock:
-                self._creating.discard(name)
+            self._admin_lock.release()
 
     def add_partitions(self, name: str, total: int) -> TopicMeta:
-        with self._lock:
+        """Grow a topic to `total` partitions; the new queues' files are made outside the
+        append lock, as in create_topic."""
+        with self._admin_lock:
             old = self._registry.get(name)
             if total <= old.partitions:
                 return old
-            meta = self._registry.update(TopicMeta(name, total, old.configs, old.topic_id))
-            self._add_queues(meta, old.partitions)
+            queues = self._make_queues(name, range(old.partitions, total))
+            with self._lock:
+                meta = self._registry.update(TopicMeta(name, total, old.configs, old.topic_id))
+                self._publish(meta, queues)
             return meta
 
     def alter_topic_configs(self, name: str, configs: dict[str, str]) -> TopicMeta:
-        with self._lock:
+        with self._admin_lock, self._lock:
             old = self._registry.get(name)
             meta = self._registry.update(TopicMeta(name, old.partitions, dict(configs), old.topic_id))
             for p in range(meta.partitions):
@@ -222,18 +226,25 @@ class Store:
             return meta
 
     def delete_topic(self, name: str) -> None:
-        with self._lock:
-            meta = self._registry.get(name)
-            self._registry.delete(name)
-            doomed = [self._partitions.pop((name, p)) for p in range(meta.partitions)]
-        for part in doomed:
-            part.queue.delete()
-        shutil.rmtree(self.root / "consumequeue" / name, ignore_errors=True)
+        """Remove a topic; its files go outside the append lock, and before any topic of the
+        same name can be created again."""
+        with self._admin_lock:
+            with self._lock:
+                meta = self._registry.get(name)
+                self._registry.delete(name)
+                doomed = [self._partitions.pop((name, p)) for p in range(meta.partitions)]
+            for part in doomed:
+                part.queue.delete()
+            shutil.rmtree(self.root / "consumequeue" / name, ignore_errors=True)
 
-    def _add_queues(self, meta: TopicMeta, first: int) -> None:
+    def _make_queues(self, name: str, indexes: range) -> dict[int, ConsumeQueue]:
         qroot = self.root / "consumequeue"
-        for p in range(first, meta.partitions):
-            q = ConsumeQueue.create(queue_dir(qroot, meta.name, p), self.config.queue_entries_per_file)
+        return {p: ConsumeQueue.create(queue_dir(qroot, name, p), self.config.queue_entries_per_file)
+                for p in indexes}
+
+    def _publish(self, meta: TopicMeta, queues: dict[int, ConsumeQueue]) -> None:
+        """Make new partitions visible to appends and reads; call under the append lock."""
+        for p, q in queues.items():
             self._partitions[(meta.name, p)] = Partition.of(meta, p, q)
 
     def subscribe_appends(self, callback: Callable[[str, int], None]) -> None:

@@ -149,8 +149,8 @@ async def handle_delete_topics(broker: Broker, request: Request):
         try:
             for view in views_of(broker.store.topics(), name):  # a source takes its views with it
                 cascaded[view] = broker.topic(view).topic_id
-                broker.store.delete_topic(view)
-            broker.store.delete_topic(name)
+                await trio.to_thread.run_sync(broker.store.delete_topic, view)
+            await trio.to_thread.run_sync(broker.store.delete_topic, name)  # files: disk work
             broker.producers.forget_topic(name)
             error, message = ErrorCode.NONE, None
         except UnknownTopic:
@@ -180,9 +180,12 @@ async def handle_create_partitions(broker: Broker, request: Request):
         elif t.count == meta.partitions:
             error, message = ErrorCode.INVALID_PARTITIONS, f"Topic already has {meta.partitions} partitions."
         elif not body.validate_only:
-            broker.store.add_partitions(t.name, t.count)
-            for view in views_of(broker.store.topics(), t.name):
-                broker.store.add_partitions(view, t.count)
+            try:
+                await trio.to_thread.run_sync(broker.store.add_partitions, t.name, t.count)  # files: disk work
+                for view in views_of(broker.store.topics(), t.name):
+                    await trio.to_thread.run_sync(broker.store.add_partitions, view, t.count)
+            except UnknownTopic:  # deleted by another client meanwhile
+                error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{t.name}' does not exist."
         results.append(cls.CreatePartitionsTopicResult(name=t.name, error_code=error, error_message=message))
     return cls[request.header.api_version](throttle_time_ms=0, results=results)
 

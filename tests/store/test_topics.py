@@ -88,7 +88,7 @@ def _gate_queue_creation(monkeypatch, fail_at: int | None = None):
 def test_creating_a_topic_does_not_hold_up_appends(store, data_dir, monkeypatch):
     import threading
 
-    from store import TopicExists
+    from store import AdminBusy
     store.create_topic("busy", 1, {})
     started, release = _gate_queue_creation(monkeypatch)
     creator = threading.Thread(target=store.create_topic, args=("wide", 50, {}))
@@ -97,11 +97,23 @@ def test_creating_a_topic_does_not_hold_up_appends(store, data_dir, monkeypatch)
         assert started.wait(10)
         assert append(store, "busy", 0, build_batch([b"during"])).base_offset == 0  # not blocked
         assert store.topic("wide") is None  # not visible half made
-        with pytest.raises(TopicExists):
-            store.create_topic("wide", 3, {})
+        with pytest.raises(AdminBusy):  # what the broker's event loop does (auto-create)
+            store.create_topic("other", 1, {}, wait=False)
+        second: list[BaseException] = []
+
+        def create_again() -> None:
+            try:
+                store.create_topic("wide", 3, {})
+            except BaseException as exc:  # noqa: BLE001  (the assertion below reports it)
+                second.append(exc)
+
+        again = threading.Thread(target=create_again)
+        again.start()  # waits for the first creation, then finds the name taken
     finally:
         release.set()
         creator.join(10)
+    again.join(10)
+    assert len(second) == 1 and isinstance(second[0], TopicExists)
     assert store.topic("wide").partitions == 50
     assert append(store, "wide", 49, build_batch([b"x"])).base_offset == 0
 
@@ -115,3 +127,42 @@ def test_a_failed_creation_leaves_no_topic_and_no_files(store, data_dir, monkeyp
     assert not (data_dir / "consumequeue" / "doomed").exists()
     monkeypatch.undo()
     assert store.create_topic("doomed", 2, {}).partitions == 2
+
+
+def test_a_topic_can_be_created_again_right_after_deletion(store, data_dir, monkeypatch):
+    """Deletion removes the old files before a new topic of the same name makes its own."""
+    import shutil
+    import threading
+
+    from store import store as store_module
+    store.create_topic("again", 20, {})
+    removing, finish = threading.Event(), threading.Event()
+    real_rmtree = shutil.rmtree
+
+    def slow_rmtree(path, *args, **kwargs):
+        removing.set()
+        assert finish.wait(10)
+        real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(store_module.shutil, "rmtree", slow_rmtree)
+    deleter = threading.Thread(target=store.delete_topic, args=("again",))
+    deleter.start()
+    assert removing.wait(10)  # the old topic is gone from view; its files are not yet
+    creator = threading.Thread(target=store.create_topic, args=("again", 20, {}))
+    creator.start()
+    creator.join(0.3)
+    assert creator.is_alive()  # it waits for the removal instead of racing it
+    finish.set()
+    deleter.join(10)
+    creator.join(10)
+    assert all((data_dir / "consumequeue" / "again" / str(p)).is_dir() for p in range(20))
+    assert append(store, "again", 19, build_batch([b"x"])).base_offset == 0
+
+
+def test_adding_partitions_makes_their_files_and_keeps_the_old_ones(store, data_dir):
+    store.create_topic("grow", 2, {})
+    append(store, "grow", 1, build_batch([b"before"]))
+    assert store.add_partitions("grow", 5).partitions == 5
+    assert append(store, "grow", 4, build_batch([b"new"])).base_offset == 0
+    assert store.high_watermark("grow", 1) == 1
+    assert sorted(int(p.name) for p in (data_dir / "consumequeue" / "grow").iterdir()) == [0, 1, 2, 3, 4]
