@@ -53,6 +53,8 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "consumequeue.entries.per.file": (int, 300000, "20-byte entries per consume-queue file"),
     "flush.mode": (_flush_mode, "async", "async: flusher every flush.interval.ms; sync: group commit"),
     "flush.interval.ms": (int, 500, "async flush period"),
+    "checkpoint.interval.ms": (int, 10_000, "how often the commitlog and derived files are made durable and "
+                                            "checkpointed: a crash recovery re-derives what followed"),
     "commitlog.verify.on.start": (_bool, True, "CRC-check the commitlog at start after a clean shutdown"),
     "group.initial.rebalance.delay.ms": (int, 3000, "delay of a new group's first rebalance"),
     "group.min.session.timeout.ms": (int, 6000, "smallest session timeout a member may ask"),
@@ -104,7 +106,8 @@ class BrokerConfig:
 
     def validate(self) -> None:
         positive = ("num.partitions", "message.max.bytes", "socket.request.max.bytes",
-                    "commitlog.segment.bytes", "consumequeue.entries.per.file", "flush.interval.ms")
+                    "commitlog.segment.bytes", "consumequeue.entries.per.file", "flush.interval.ms",
+                    "checkpoint.interval.ms")
         for name in positive:
             if self.values[name] <= 0:
                 raise ConfigError(f"{name} must be positive, got {self.values[name]}")
@@ -128,6 +131,7 @@ class BrokerConfig:
             queue_entries_per_file=v["consumequeue.entries.per.file"],
             flush_mode=v["flush.mode"],
             flush_interval_ms=v["flush.interval.ms"],
+            checkpoint_interval_ms=v["checkpoint.interval.ms"],
             retention_ms=v["log.retention.ms"],
             retention_bytes=v["log.retention.bytes"],
             retention_check_interval_ms=v["log.retention.check.interval.ms"],

@@ -1,9 +1,11 @@
 """Checkpoint file and clean-shutdown marker.
 
-Owns `<data_dir>/checkpoint` (format version 1, JSON, replaced atomically): commitlog write
-position, newest store timestamp per segment, and each queue's log start offset and high
-watermark; and `<data_dir>/clean_shutdown`, an empty file present only between a clean
-close and the next open. Never decides what to rebuild: the Store does.
+Owns `<data_dir>/checkpoint` (format version 2, JSON, replaced atomically): commitlog write
+position, newest store timestamp per segment, each queue's log start offset and high
+watermark, and the key index's last file and entry count; and `<data_dir>/clean_shutdown`,
+an empty file present only between a clean close and the next open. A checkpoint is saved
+only once the commitlog below its write position and the derived files up to its bounds are
+on disk. Never decides what to rebuild: the Store does.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from pathlib import Path
 
 from store.atomic_file import fsync_dir, replace
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # version 1 lacks key_index: no recovery from it after a crash
 
 
 @dataclass
@@ -22,11 +25,13 @@ class Checkpoint:
     write_position: int = 0
     segments: dict[int, int] = field(default_factory=dict)  # segment start -> newest store ts
     queues: dict[str, tuple[int, int]] = field(default_factory=dict)  # "<topic_id>/<p>" -> (start, hw)
+    key_index: tuple[int, int] | None = None  # (sequence of the last key-index file, its entry count)
 
     def save(self, path: Path) -> None:
         doc = {"version": FORMAT_VERSION, "write_position": self.write_position,
                "segments": {str(k): v for k, v in self.segments.items()},
-               "queues": {k: list(v) for k, v in self.queues.items()}}
+               "queues": {k: list(v) for k, v in self.queues.items()},
+               "key_index": None if self.key_index is None else list(self.key_index)}
         replace(path, json.dumps(doc).encode())
 
     @classmethod
@@ -35,10 +40,12 @@ class Checkpoint:
             doc = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
-        if doc.get("version") != FORMAT_VERSION:
+        if doc.get("version") not in READABLE_VERSIONS:
             return None
+        key_index = doc.get("key_index")
         return cls(doc["write_position"], {int(k): v for k, v in doc["segments"].items()},
-                   {k: (v[0], v[1]) for k, v in doc["queues"].items()})
+                   {k: (v[0], v[1]) for k, v in doc["queues"].items()},
+                   None if key_index is None else (key_index[0], key_index[1]))
 
 
 def queue_key(topic_id: str, partition: int) -> str:

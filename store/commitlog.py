@@ -249,14 +249,22 @@ class CommitLog:
                 seg.flush()
 
     # ---- recovery ----------------------------------------------------------------------
-    def scan(self) -> Iterator[E.EntryHeader | CorruptRegion]:
-        """Yield every valid entry from the oldest segment, and every corrupt region that valid
-        entries follow. Afterwards the write position is just past the last valid entry and
-        anything invalid beyond it (a torn tail) is zeroed; corrupt regions stay as they are."""
-        end_seg, end_local, zero_tail = 0, 0, False
+    def scan(self, start: int | None = None) -> Iterator[E.EntryHeader | CorruptRegion]:
+        """Yield every valid entry from `start` (an entry boundary, such as a checkpoint's write
+        position; default: the oldest segment), and every corrupt region that valid entries
+        follow. Afterwards the write position is just past the last valid entry and anything
+        invalid beyond it (a torn tail) is zeroed; corrupt regions stay as they are."""
+        first, local = 0, 0
+        if start is not None:
+            first = max(0, bisect.bisect_right(self._starts, start) - 1)
+            local = start - self.segments[first].start
+        end_seg, end_local, zero_tail = first, local, False
         for i, seg in enumerate(self.segments):
-            tail = Tail(Ending.END, 0)
-            for item in walk(seg):
+            if i < first:
+                continue
+            begin, local = local, 0
+            tail = Tail(Ending.END, begin)
+            for item in walk(seg, start=begin):
                 if isinstance(item, Tail):
                     tail = item
                     break
@@ -275,15 +283,16 @@ class CommitLog:
             break
         self._truncate(end_seg, end_local, zero_tail)
 
-    def verify(self) -> list[CorruptRegion]:
-        """Check the CRC of every entry below the write position (after a clean shutdown);
-        returns the damaged regions. Everything below the write position was written, so
-        invalid bytes there are corruption, never a torn tail."""
+    def verify(self, until: int | None = None) -> list[CorruptRegion]:
+        """Check the CRC of every entry below `until` (default: the write position); returns the
+        damaged regions. Everything below the write position was written, so invalid bytes
+        there are corruption, never a torn tail."""
+        until = self.write_position if until is None else min(until, self.write_position)
         regions: list[CorruptRegion] = []
         for seg in self.segments:
-            if seg.start >= self.write_position:
+            if seg.start >= until:
                 break
-            stop = min(seg.size, self.write_position - seg.start)
+            stop = min(seg.size, until - seg.start)
             for item in walk(seg, stop, decode=False):
                 if isinstance(item, CorruptRegion):
                     regions.append(item)

@@ -24,6 +24,7 @@ class StoreConfig:
     node_id: int = 0
     key_index_slots: int = 500_000  # hash slots per key-index file
     key_index_entries: int = 2_000_000  # entries per key-index file
+    checkpoint_interval_ms: int = 10_000  # checkpoint.interval.ms: how much a crash recovery re-derives
     verify_on_start: bool = True  # commitlog.verify.on.start: CRC-check every entry after a clean shutdown
 
     def validate(self) -> None:
@@ -33,8 +34,8 @@ class StoreConfig:
             raise StoreError("commitlog.segment.bytes must be at least 4096")
         if self.queue_entries_per_file < 1:
             raise StoreError("queue entries per file must be positive")
-        if self.flush_interval_ms <= 0 or self.retention_check_interval_ms <= 0:
-            raise StoreError("flush and retention intervals must be positive")
+        if self.flush_interval_ms <= 0 or self.retention_check_interval_ms <= 0 or self.checkpoint_interval_ms <= 0:
+            raise StoreError("flush, retention and checkpoint intervals must be positive")
         if self.key_index_slots < 1 or self.key_index_entries < 1:
             raise StoreError("key index sizes must be positive")
         if not 0 <= self.node_id < 2**31:

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from store.errors import CorruptEntry, StorageFull
+from store.segment import sync_mapping
 
 QUEUE_ENTRY = np.dtype([("pos", "<i8"), ("size", "<i4"), ("tag", "<i8")])
 ENTRY_SIZE = QUEUE_ENTRY.itemsize  # 20
@@ -179,6 +180,27 @@ class ConsumeQueue:
             self._cur_bytes = memoryview(arr.view(np.uint8))
             done += n
 
+    def clear_after(self, offset: int) -> None:
+        """Remove the entries from `offset` on that a crash left behind (written after the last
+        checkpoint, for batches recovery did not find again). In the file holding `offset` they
+        run contiguously, so zeroing stops at the first empty entry; later files hold nothing
+        else and are deleted."""
+        index, slot = divmod(offset, self.per_file)
+        for later in sorted(i for i in self.files if i > index):
+            self.files.pop(later)
+            (self.directory / f"{later * self.per_file:020d}").unlink(missing_ok=True)
+        arr = self.files.get(index)
+        while arr is not None and slot < self.per_file:
+            sizes = arr["size"][slot:slot + 4096]
+            empty = np.flatnonzero(sizes == 0)
+            stop = int(empty[0]) if len(empty) else len(sizes)
+            if stop:
+                arr[slot:slot + stop] = np.zeros(stop, QUEUE_ENTRY)
+            if len(empty):
+                break
+            slot += stop
+        self._cur_index = -1  # the next put looks its file up afresh
+
     def mark_corrupt(self, start: int, stop: int, position: int | None = None) -> None:
         """Make offsets [start, stop) read as corrupt. With `position` they are new entries
         (recovery found no batch for them); without, existing entries keep their position."""
@@ -247,8 +269,8 @@ class ConsumeQueue:
                 (self.directory / f"{index * self.per_file:020d}").unlink(missing_ok=True)
 
     def flush(self) -> None:
-        for arr in self.files.values():
-            _mmap_of(arr).flush()
+        for arr in list(self.files.values()):  # a copy: retention may drop a file meanwhile
+            sync_mapping(_mmap_of(arr))
 
     def delete(self) -> None:
         self.files.clear()

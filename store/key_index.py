@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from store.errors import CorruptEntry, StorageFull
+from store.segment import sync_mapping
 
 MAGIC = 0x58494B47
 FORMAT_VERSION = 1
@@ -99,6 +100,26 @@ class IndexFile:
         HEADER.pack_into(self.mm, 0, MAGIC, FORMAT_VERSION, 0, self.slot_count, self.capacity,
                          self.count, 0, self.begin_ts, self.end_ts, self.last_position)
 
+    def truncate(self, count: int) -> None:
+        """Keep only the first `count` entries (recovery: those a checkpoint made durable).
+        Slot heads are recomputed from those entries, whose chain links are durable too,
+        since a slot page may have reached the disk ahead of the entries it points at."""
+        if not 0 <= count <= self.capacity:
+            raise CorruptEntry(f"{self.path}: {count} entries checkpointed, capacity {self.capacity}")
+        entries = self.entries[:count]
+        if np.any(entries["prev"] > np.arange(count, dtype=np.uint32)):
+            raise CorruptEntry(f"{self.path}: a chain link points forward")
+        heads = np.zeros(self.slot_count, dtype=np.uint32)
+        np.maximum.at(heads, (entries["hash"] % np.uint64(self.slot_count)).astype(np.intp),
+                      np.arange(1, count + 1, dtype=np.uint32))
+        self.slots[:] = heads
+        self.count = count
+        self.begin_ts = int(entries["ts"][0]) if count else -1
+        self.end_ts = int(entries["ts"][-1]) if count else -1
+        self.last_position = int(entries["pos"][-1]) if count else -1
+        HEADER.pack_into(self.mm, 0, MAGIC, FORMAT_VERSION, 0, self.slot_count, self.capacity,
+                         self.count, 0, self.begin_ts, self.end_ts, self.last_position)
+
     def candidates(self, key_hash: int, begin_ts: int, end_ts: int) -> Iterator[tuple[int, int]]:
         """(batch position, offset delta) of entries with this hash in [begin_ts, end_ts], newest first."""
         i = int(self.slots[key_hash % self.slot_count])
@@ -150,11 +171,30 @@ class KeyIndex:
             if f.begin_ts <= end_ts:
                 yield from f.candidates(key_hash, begin_ts, end_ts)
 
+    def mark(self) -> tuple[int, int]:
+        """(sequence of the last file, its entry count), or (-1, 0) without files: a checkpoint's
+        record of how far the index goes."""
+        if not self.files:
+            return -1, 0
+        last = self.files[-1]
+        return int(last.path.name), last.count
+
+    def truncate(self, mark: tuple[int, int]) -> None:
+        """Go back to a checkpoint's mark: later files are removed, the last one cut to its count."""
+        seq, count = mark
+        while self.files and int(self.files[-1].path.name) > seq:
+            self.files.pop().path.unlink(missing_ok=True)
+        if seq < 0:
+            return
+        if not self.files or int(self.files[-1].path.name) != seq:
+            raise CorruptEntry(f"key index file {seq} named by the checkpoint is missing")
+        self.files[-1].truncate(count)
+
     def drop_below(self, min_position: int) -> None:
         """Unlink files whose every entry points at deleted commitlog segments."""
         while len(self.files) > 1 and self.files[0].last_position < min_position:
             self.files.pop(0).path.unlink(missing_ok=True)
 
     def flush(self) -> None:
-        for f in self.files:
-            f.mm.flush()
+        for f in list(self.files):  # a copy: retention may drop a file meanwhile
+            sync_mapping(f.mm)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from store import records
@@ -25,7 +26,7 @@ from store.errors import CorruptEntry
 from store.key_index import KeyIndex
 from store.partition import Partition, queue_dir
 from store.segment_walk import CorruptRegion
-from store.topics import TopicRegistry
+from store.topics import TopicMeta, TopicRegistry
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +57,11 @@ def load_trusted(root: Path, registry: TopicRegistry, config: StoreConfig, commi
     return partitions, index
 
 
-def _verify(commitlog: CommitLog, partitions: Partitions) -> None:
-    """CRC-check the commitlog below the write position; mark the offsets of damaged bytes."""
+def _verify(commitlog: CommitLog, partitions: Partitions, until: int | None = None) -> None:
+    """CRC-check the commitlog below `until` (default: the write position); mark the offsets
+    of damaged bytes."""
     began = time.monotonic()
-    regions = commitlog.verify()
+    regions = commitlog.verify(until)
     damage = Damage()
     for region in regions:
         damage.region(region)
@@ -71,8 +73,9 @@ def _verify(commitlog: CommitLog, partitions: Partitions) -> None:
                 q.mark_corrupt(first, stop)
                 damage.offsets(part, first, stop)
     damage.log()
+    end = commitlog.write_position if until is None else min(until, commitlog.write_position)
     log.info("verified %d commitlog bytes in %.2f s (commitlog.verify.on.start)",
-             commitlog.write_position - commitlog.min_position, time.monotonic() - began)
+             max(0, end - commitlog.min_position), time.monotonic() - began)
 
 
 class Damage:
@@ -122,10 +125,82 @@ def rebuild(root: Path, registry: TopicRegistry, config: StoreConfig, commitlog:
     qroot = root / "consumequeue"
     shutil.rmtree(qroot, ignore_errors=True)
     index = KeyIndex.fresh(root / "index", config.key_index_slots, config.key_index_entries)
-    live = {meta.topic_id.bytes: meta for meta in registry.topics.values()}
     per_file = config.queue_entries_per_file
     partitions: Partitions = {}
     damage = Damage()
+
+    def new_queue(meta: TopicMeta, partition: int, first_offset: int) -> Partition:
+        q = ConsumeQueue.create(queue_dir(qroot, meta.name, partition), per_file, first_offset)
+        part = partitions[(meta.name, partition)] = Partition.of(meta, partition, q)
+        return part
+
+    entries = _dispatch(commitlog, commitlog.scan(), registry, partitions, index, damage, new_queue)
+    for meta in registry.topics.values():
+        for p in range(meta.partitions):
+            bounds = ckpt.queues.get(queue_key(str(meta.topic_id), p)) if ckpt else None
+            part = partitions.get((meta.name, p))
+            if part is None:
+                new_queue(meta, p, bounds[1] if bounds else 0)
+            elif bounds and bounds[1] > part.queue.high_watermark and damage.regions:
+                # offsets a checkpoint saw are gone: never hand them out again
+                _lose(part, damage, bounds[1], commitlog.write_position)
+    damage.log()
+    log.info("rebuilt consume queues and key index from %d commitlog entries", entries)
+    return partitions, index
+
+
+def recover_from_checkpoint(root: Path, registry: TopicRegistry, config: StoreConfig, commitlog: CommitLog,
+                            ckpt: Checkpoint) -> tuple[Partitions, KeyIndex]:
+    """After a crash: trust the derived files up to the last checkpoint, whose bytes were made
+    durable before it was saved, and re-derive only the commitlog entries written after its
+    position (scanned and validated, a torn tail truncated). Raises CorruptEntry when the
+    derived files do not fit the checkpoint; the caller then rebuilds everything."""
+    if ckpt.key_index is None:
+        raise CorruptEntry("the checkpoint predates recovery from checkpoints (format 1)")
+    start = ckpt.write_position
+    if not commitlog.min_position <= start <= commitlog.segments[-1].end:
+        raise CorruptEntry(f"checkpoint position {start} is outside the commitlog")
+    began = time.monotonic()
+    for seg in commitlog.segments:
+        seg.newest_timestamp = ckpt.segments.get(seg.start, -1)
+    partitions: Partitions = {}
+    for meta in registry.topics.values():
+        for p in range(meta.partitions):
+            q = ConsumeQueue.load(queue_dir(root / "consumequeue", meta.name, p), config.queue_entries_per_file)
+            # absent: the partition was created after the checkpoint, so all of it follows
+            q.log_start, q.high_watermark = ckpt.queues.get(queue_key(str(meta.topic_id), p), (0, 0))
+            if q.log_start > q.high_watermark:
+                raise CorruptEntry(f"queue {meta.name}-{p}: log start beyond high watermark")
+            if q.high_watermark > q.log_start:
+                pos, size = q.entry(q.high_watermark - 1)
+                if size == 0 or pos + max(size, 0) > start:
+                    raise CorruptEntry(f"queue {meta.name}-{p}: last checkpointed entry does not match")
+            q.clear_after(q.high_watermark)
+            partitions[(meta.name, p)] = Partition.of(meta, p, q)
+    index = KeyIndex(root / "index", config.key_index_slots, config.key_index_entries)
+    index.truncate(ckpt.key_index)
+    damage = Damage()
+
+    def no_queue(meta: TopicMeta, partition: int, first_offset: int) -> Partition:
+        raise CorruptEntry(f"no consume queue for {meta.name}-{partition}")
+
+    entries = _dispatch(commitlog, commitlog.scan(start), registry, partitions, index, damage, no_queue)
+    for part in partitions.values():
+        q = part.queue
+        q.clear_after(q.high_watermark)
+        q.advance_log_start(q.first_offset_at_or_after(commitlog.min_position))
+    damage.log()
+    log.info("recovered from the checkpoint at commitlog position %d: %d later entries re-derived "
+             "(%d bytes) in %.2f s", start, entries, commitlog.write_position - start, time.monotonic() - began)
+    if config.verify_on_start:
+        _verify(commitlog, partitions, until=start)  # the scan above checked what follows
+    return partitions, index
+
+
+def _dispatch(commitlog: CommitLog, scan: Iterator[EntryHeader | CorruptRegion], registry: TopicRegistry,
+              partitions: Partitions, index: KeyIndex, damage: Damage, new_queue) -> int:
+    """Derive queue entries and key-index entries from scanned commitlog entries; returns how many."""
+    live = {meta.topic_id.bytes: meta for meta in registry.topics.values()}
     entries = 0
 
     def partition_for(e: EntryHeader) -> Partition | None:
@@ -133,13 +208,10 @@ def rebuild(root: Path, registry: TopicRegistry, config: StoreConfig, commitlog:
         if meta is None or e.partition >= meta.partitions or meta.name != e.topic:
             return None  # a deleted topic's entry (or an older incarnation): stays dead
         part = partitions.get((meta.name, e.partition))
-        if part is None:
-            q = ConsumeQueue.create(queue_dir(qroot, meta.name, e.partition), per_file, e.base_offset)
-            part = partitions[(meta.name, e.partition)] = Partition.of(meta, e.partition, q)
-        return part
+        return new_queue(meta, e.partition, e.base_offset) if part is None else part
 
     last_damage = -1  # where the newest corrupt region starts: lost offsets are placed there
-    for e in commitlog.scan():
+    for e in scan:
         if isinstance(e, CorruptRegion):
             damage.region(e)
             last_damage = e.start
@@ -169,20 +241,7 @@ def rebuild(root: Path, registry: TopicRegistry, config: StoreConfig, commitlog:
                 index.add(records.key_hash(part.topic, key), e.batch_position, e.store_timestamp, delta)
         q.high_watermark = e.base_offset + e.record_count
         entries += 1
-    for meta in registry.topics.values():
-        for p in range(meta.partitions):
-            bounds = ckpt.queues.get(queue_key(str(meta.topic_id), p)) if ckpt else None
-            part = partitions.get((meta.name, p))
-            if part is None:
-                start = bounds[1] if bounds else 0
-                q = ConsumeQueue.create(queue_dir(qroot, meta.name, p), per_file, start)
-                partitions[(meta.name, p)] = Partition.of(meta, p, q)
-            elif bounds and bounds[1] > part.queue.high_watermark and damage.regions:
-                # offsets a checkpoint saw are gone: never hand them out again
-                _lose(part, damage, bounds[1], commitlog.write_position)
-    damage.log()
-    log.info("rebuilt consume queues and key index from %d commitlog entries", entries)
-    return partitions, index
+    return entries
 
 
 def _lose(part: Partition, damage: Damage, stop: int, position: int) -> None:

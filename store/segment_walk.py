@@ -46,14 +46,15 @@ class CorruptRegion:
     claimed: E.EntryHeader | None  # the damaged entry's header, if it agrees with its batch's header
 
 
-def walk(seg: Segment, stop: int | None = None, decode: bool = True
+def walk(seg: Segment, stop: int | None = None, decode: bool = True, start: int = 0
          ) -> Iterator[E.EntryHeader | CorruptRegion | Tail]:
-    """Yield each valid entry (only if `decode`) and each corrupt region of `seg` below local
-    offset `stop`, then one Tail. A region is reported only when something valid follows it
-    inside [0, stop); what has nothing valid after it is the Tail's to judge."""
+    """Yield each valid entry (only if `decode`) and each corrupt region of `seg` in local
+    offsets [start, stop), then one Tail. `start` must be an entry boundary. A region is
+    reported only when something valid follows it inside [start, stop); what has nothing
+    valid after it is the Tail's to judge."""
     view = seg.view
     stop = seg.size if stop is None else stop
-    local = 0
+    local = start
     while True:
         if not decode:
             local = _skip_valid(view, local, stop)

@@ -40,6 +40,7 @@ from store.flush import Flusher, FlushHandle
 from store.key_index import KeyIndex
 from store.offsets import OffsetStore
 from store.partition import Partition, queue_dir
+from store.periodic import Periodic
 from store.records import StoredRecord
 from store.time_index import TimeIndex, max_timestamp_offset, offset_for_timestamp
 from store.topics import TopicMeta, TopicRegistry
@@ -78,6 +79,9 @@ class Store:
         # Topic changes (create, add partitions, alter, delete) take turns under this lock and
         # make or remove files outside the append lock, which they take only to publish.
         self._admin_lock = threading.Lock()
+        self._checkpoint_lock = threading.Lock()
+        self._checkpointed: dict[str, tuple[int, int]] = {}  # queue bounds in the last checkpoint
+        self._checkpointer = Periodic("checkpoint", config.checkpoint_interval_ms / 1000, self.write_checkpoint)
         self._subscribers: list[Callable[[str, int], None]] = []
         self._last_ts = 0
         self._full_warned = -FULL_WARNING_INTERVAL_S
@@ -101,40 +105,64 @@ class Store:
                               prezero=config.flush_mode == "sync", prefault=config.flush_mode == "async")
         ckpt = Checkpoint.load(root / "checkpoint")
         parts = None
-        if clean and ckpt is not None:
+        if ckpt is not None:
             try:
-                parts, index = recovery.load_trusted(root, registry, config, commitlog, ckpt)
+                if clean:
+                    parts, index = recovery.load_trusted(root, registry, config, commitlog, ckpt)
+                else:
+                    parts, index = recovery.recover_from_checkpoint(root, registry, config, commitlog, ckpt)
             except CorruptEntry as exc:
                 log.warning("derived files not trusted (%s); rebuilding from the commitlog", exc)
         if parts is None:
             parts, index = recovery.rebuild(root, registry, config, commitlog, ckpt)
         store = cls(root, config, registry, commitlog, parts, index)
-        store.write_checkpoint()
+        store.write_checkpoint(every_queue=True)
+        store._checkpointer.start()
         return store
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self._checkpointer.stop()
         self._retention.stop()
         self._flusher.stop()
         self._log.stop_allocator()
+        self.write_checkpoint(every_queue=True)
         with self._lock:
-            for part in self._partitions.values():
-                part.queue.flush()
-            self._key_index.flush()
-            self.write_checkpoint()
             mark_clean(self.root / "clean_shutdown")
             self._log.close()
         self.offsets.close()
 
-    def write_checkpoint(self) -> None:
-        ckpt = Checkpoint(self._log.write_position,
-                          {s.start: s.newest_timestamp for s in self._log.segments},
-                          {queue_key(str(self._registry.topics[p.topic].topic_id), p.index):
-                           (p.queue.log_start, p.queue.high_watermark)
-                           for p in list(self._partitions.values()) if p.topic in self._registry.topics})
-        ckpt.save(self.root / "checkpoint")
+    def write_checkpoint(self, every_queue: bool = False) -> None:
+        """Make the commitlog and the derived files durable up to now, then save the point.
+
+        The bounds are taken under the append lock; the fsyncs and msyncs run outside it, so
+        appends go on (their bytes land beyond the bounds and are simply written early). After
+        a crash, recovery trusts the queues and the key index up to these bounds and re-derives
+        only the entries after this write position. Only queues that moved since the previous
+        checkpoint are msynced, unless `every_queue`."""
+        with self._checkpoint_lock:
+            with self._lock:  # only copies here: appends wait for this (~0.3 us per partition)
+                ckpt = Checkpoint(self._log.write_position,
+                                  {s.start: s.newest_timestamp for s in self._log.segments}, {},
+                                  self._key_index.mark())
+                ids = {name: meta.topic_id for name, meta in self._registry.topics.items()}
+                bounds = [(p.topic, p.index, p.queue, p.queue.log_start, p.queue.high_watermark)
+                          for p in self._partitions.values()]
+            queues = []
+            for topic, index, q, log_start, hw in bounds:
+                if topic in ids:
+                    key = queue_key(str(ids[topic]), index)
+                    ckpt.queues[key] = (log_start, hw)
+                    queues.append((key, q))
+            self._flusher.flush_now()
+            for key, q in queues:
+                if every_queue or self._checkpointed.get(key) != ckpt.queues[key]:
+                    q.flush()
+            self._key_index.flush()
+            ckpt.save(self.root / "checkpoint")
+            self._checkpointed = ckpt.queues
 
     def wait_for_preallocation(self, timeout: float = 60.0) -> bool:
         """Block until the allocator has the next commitlog segment ready."""
@@ -166,8 +194,7 @@ class Store:
             q.advance_log_start(q.first_offset_at_or_after(min_position))
         for seg in gone:
             seg.drop(unlink=True)
-        with self._lock:
-            self.write_checkpoint()
+        self.write_checkpoint()
         log.info("retention deleted %d commitlog segment(s); log now starts at %d", count, min_position)
         return count
 

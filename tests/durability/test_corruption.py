@@ -12,14 +12,15 @@ import pytest
 from store import CorruptData, Store
 from store import entry as E
 from store.records import decode
-from tests.store.conftest import append, build_batch, tiny_config
+from tests.store.conftest import append, build_batch, crash_to, saved_checkpoint, tiny_config
 
 TOPIC = "t"
 PARTITIONS = 3
 
 
-def _fill(store: Store, batches: int = 90) -> None:
-    store.create_topic(TOPIC, PARTITIONS, {"key.index.enable": "true"})
+def _fill(store: Store, batches: int = 90, create: bool = True) -> None:
+    if create:
+        store.create_topic(TOPIC, PARTITIONS, {"key.index.enable": "true"})
     for i in range(batches):
         p = i % PARTITIONS
         hw = store.high_watermark(TOPIC, p)
@@ -161,12 +162,14 @@ def test_a_damaged_end_of_segment_marker_keeps_the_next_segment(data_dir):
 
 def test_a_torn_tail_is_still_truncated(data_dir):
     s = Store.open(data_dir, tiny_config())
-    _fill(s)
+    _fill(s, 45)
+    checkpoint = saved_checkpoint(s, data_dir)
+    _fill(s, 45, create=False)
     hws = [s.high_watermark(TOPIC, p) for p in range(PARTITIONS)]
     s.close()
     path, local, last = _entries(data_dir)[-1]
     _flip(path, local + last.length - 3)  # the newest entry was half-written when the power went
-    (data_dir / "clean_shutdown").unlink()
+    crash_to(data_dir, checkpoint)  # ... some time after the last checkpoint
     s = Store.open(data_dir, tiny_config())
     try:
         hws[last.partition] = last.base_offset

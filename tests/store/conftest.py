@@ -40,6 +40,19 @@ def segment_names(data_dir: Path) -> list[str]:
                   if len(p.name) == 20 and p.name.isdigit())
 
 
+def saved_checkpoint(store: Store, data_dir: Path) -> bytes:
+    """A durable checkpoint as of now, to put back with crash_to."""
+    store.write_checkpoint()
+    return (data_dir / "checkpoint").read_bytes()
+
+
+def crash_to(data_dir: Path, checkpoint: bytes) -> None:
+    """After close(): make the data dir look as if the process had died some time after
+    `checkpoint` was saved (derived files hold more than it says, as after a real crash)."""
+    (data_dir / "checkpoint").write_bytes(checkpoint)
+    (data_dir / "clean_shutdown").unlink()
+
+
 def tiny_config(**overrides) -> StoreConfig:
     values = {"segment_bytes": 8192, "queue_entries_per_file": 16, "flush_interval_ms": 20,
                   "retention_ms": -1, "retention_check_interval_ms": 3_600_000,

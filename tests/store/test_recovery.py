@@ -8,7 +8,7 @@ import pytest
 
 from store import Store
 from store.segment import segment_name
-from tests.store.conftest import append, build_batch, tiny_config
+from tests.store.conftest import append, build_batch, crash_to, saved_checkpoint, tiny_config
 
 
 def _fill(store: Store) -> None:
@@ -94,11 +94,13 @@ def test_corrupt_consume_queue_is_rebuilt_not_trusted(data_dir, damage):
 def test_torn_tail_is_truncated_and_appends_continue(data_dir):
     s = Store.open(data_dir, tiny_config())
     s.create_topic("t", 1, {})
-    for i in range(5):
+    append(s, "t", 0, build_batch([bytes([0]) * 200]))
+    checkpoint = saved_checkpoint(s, data_dir)
+    for i in range(1, 5):
         append(s, "t", 0, build_batch([bytes([i]) * 200]))
     end = s.read("t", 0, 4, 1).batches[0]
     s.close()
-    (data_dir / "clean_shutdown").unlink()
+    crash_to(data_dir, checkpoint)  # the last entry was written after the last checkpoint
     seg = data_dir / "commitlog" / segment_name(0)
     raw = bytearray(seg.read_bytes())
     last_start = raw.find(bytes(end)) - 60
@@ -114,3 +116,90 @@ def test_torn_tail_is_truncated_and_appends_continue(data_dir):
     s = Store.open(data_dir, tiny_config())
     assert bytes(s.read("t", 0, 4, 1).batches[0][-6:-1]) == b"after"
     s.close()
+
+
+def test_after_a_crash_only_what_followed_the_checkpoint_is_rederived(data_dir, caplog):
+    import logging
+    s = Store.open(data_dir, tiny_config())
+    _fill(s)
+    checkpoint = saved_checkpoint(s, data_dir)
+    later = 0
+    for i in range(25):  # after the checkpoint: existing queues, a new topic, new partitions
+        append(s, "a", i % 2, build_batch([b"late" * (i + 1)], keys=[f"k{i % 7}".encode()],
+                                          headers=[[("tag", b"t1")]], timestamps=[2000 + i]))
+        later += 1
+    s.create_topic("c", 2, {})
+    s.add_partitions("b", 3)
+    for p in range(3):
+        append(s, "b", p, build_batch([b"b-late-%d" % p]))
+        append(s, "c", p % 2, build_batch([b"c-late-%d" % p]))
+        later += 2
+    before = _answers(s)
+    extra = {(t, p): [bytes(v) for v in s.read(t, p, 0, 1 << 30).batches] for t, n in (("b", 3), ("c", 2))
+             for p in range(n)}
+    s.close()
+    crash_to(data_dir, checkpoint)
+    with caplog.at_level(logging.INFO, logger="store.recovery"):
+        s = Store.open(data_dir, tiny_config())
+    try:
+        assert f": {later} later entries re-derived" in caplog.text
+        assert "rebuilding" not in caplog.text
+        assert _answers(s) == before
+        assert {(t, p): [bytes(v) for v in s.read(t, p, 0, 1 << 30).batches] for t, n in (("b", 3), ("c", 2))
+                for p in range(n)} == extra
+    finally:
+        s.close()
+
+
+def test_queue_entries_for_a_batch_the_crash_lost_are_cleared(data_dir, caplog):
+    """The queue page reached the disk, the commitlog bytes of the batch it points at did not."""
+    import logging
+    s = Store.open(data_dir, tiny_config())
+    s.create_topic("t", 1, {})
+    for i in range(3):
+        append(s, "t", 0, build_batch([bytes([i]) * 200]))
+    checkpoint = saved_checkpoint(s, data_dir)
+    for i in range(3, 5):
+        append(s, "t", 0, build_batch([bytes([i]) * 200]))
+    last = bytes(s.read("t", 0, 4, 1).batches[0])
+    s.close()
+    crash_to(data_dir, checkpoint)
+    seg = data_dir / "commitlog" / segment_name(0)
+    raw = bytearray(seg.read_bytes())
+    at = raw.find(last) - 60
+    raw[at:at + 60 + len(last) + 1] = bytes(60 + len(last) + 1)  # never written
+    seg.write_bytes(raw)
+    s = Store.open(data_dir, tiny_config())
+    try:
+        assert s.high_watermark("t", 0) == 4
+        assert s._partition("t", 0).queue.entry(4)[1] == 0  # the orphan entry is gone
+        assert append(s, "t", 0, build_batch([b"after"])).base_offset == 4
+    finally:
+        s.close()
+    with caplog.at_level(logging.WARNING, logger="store.store"):
+        s = Store.open(data_dir, tiny_config())  # clean: the derived files are trusted as they are
+    try:
+        assert "rebuilding" not in caplog.text
+        assert bytes(s.read("t", 0, 4, 1).batches[0][-6:-1]) == b"after"
+    finally:
+        s.close()
+
+
+def test_a_checkpoint_of_format_1_falls_back_to_a_full_rebuild(data_dir, caplog):
+    import json
+    import logging
+    s = Store.open(data_dir, tiny_config())
+    _fill(s)
+    before = _answers(s)
+    s.close()
+    doc = json.loads((data_dir / "checkpoint").read_text())
+    doc["version"] = 1
+    del doc["key_index"]
+    crash_to(data_dir, json.dumps(doc).encode())
+    with caplog.at_level(logging.WARNING):
+        s = Store.open(data_dir, tiny_config())
+    try:
+        assert "rebuilding from the commitlog" in caplog.text
+        assert _answers(s) == before
+    finally:
+        s.close()
