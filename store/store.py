@@ -105,10 +105,12 @@ class Store:
                               prezero=config.flush_mode == "sync", prefault=config.flush_mode == "async")
         ckpt = Checkpoint.load(root / "checkpoint")
         parts = None
+        trusted = False  # the derived files are exactly as the last checkpoint left them
         if ckpt is not None:
             try:
                 if clean:
                     parts, index = recovery.load_trusted(root, registry, config, commitlog, ckpt)
+                    trusted = True
                 else:
                     parts, index = recovery.recover_from_checkpoint(root, registry, config, commitlog, ckpt)
             except CorruptEntry as exc:
@@ -116,7 +118,9 @@ class Store:
         if parts is None:
             parts, index = recovery.rebuild(root, registry, config, commitlog, ckpt)
         store = cls(root, config, registry, commitlog, parts, index)
-        store.write_checkpoint(every_queue=True)
+        if trusted:  # a clean close msynced every queue: only later moves need it again
+            store._checkpointed = dict(ckpt.queues)
+        store.write_checkpoint(every_queue=not trusted)
         store._checkpointer.start()
         return store
 
