@@ -60,6 +60,7 @@ def encode_fetch_response(version: int, topics: list[tuple[str, list[PartitionRe
         raise ValueError(f"FetchResponse v{version} is not encoded here")
     flexible = version >= FLEXIBLE_FROM
     tags = b"\x00" if flexible else b""
+    null = b"\x00" if flexible else b"\xff\xff\xff\xff"  # a null array or records field
     out: list[Buffer] = []
     head = bytearray(_HEAD_V7.pack(throttle_time_ms, error_code, session_id) if version >= 7
                      else _I32.pack(throttle_time_ms))
@@ -73,7 +74,7 @@ def encode_fetch_response(version: int, topics: list[tuple[str, list[PartitionRe
                 head += _I64.pack(p.log_start_offset)
             aborted = p.aborted_transactions
             if aborted is None:
-                head += b"\x00" if flexible else b"\xff\xff\xff\xff"
+                head += null
             else:
                 head += _count(len(aborted), flexible)
                 for producer_id, first_offset in aborted:
@@ -83,7 +84,7 @@ def encode_fetch_response(version: int, topics: list[tuple[str, list[PartitionRe
                 head += _I32.pack(p.preferred_read_replica)
             records = p.records
             if records is None:
-                head += b"\x00" if flexible else b"\xff\xff\xff\xff"
+                head += null
             else:
                 size = sum(map(len, records))
                 head += _uvarint(size + 1) if flexible else _I32.pack(size)
