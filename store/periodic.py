@@ -1,4 +1,4 @@
-"""A background thread that calls one function at a fixed interval (the checkpointer).
+"""A background thread that calls one function at a fixed interval (retention, checkpoints).
 
 Owns only the thread and its stop signal; errors are logged and the next round still runs.
 """

@@ -91,7 +91,8 @@ class Store:
         commitlog.start_allocator()
         self._flusher = Flusher(self._sync, config.flush_interval_ms / 1000, self._lock,
                                 lambda: self._log.write_position, self._log.flush)
-        self._retention = retention.RetentionThread(self, config.retention_check_interval_ms / 1000)
+        self._retention = Periodic("retention", config.retention_check_interval_ms / 1000, self.enforce_retention)
+        self._retention.start()
 
     # ---- lifecycle -------------------------------------------------------------------
     @classmethod
