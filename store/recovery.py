@@ -46,7 +46,7 @@ def load_trusted(root: Path, registry: TopicRegistry, config: StoreConfig, commi
             if bounds is None:
                 raise CorruptEntry(f"checkpoint lacks {meta.name}-{p}")
             q.log_start, q.high_watermark = bounds
-            _check_queue(q, commitlog, f"{meta.name}-{p}")
+            _check_queue(q, commitlog, f"{meta.name}-{p}", commitlog.write_position, empty_after=True)
             partitions[(meta.name, p)] = Partition.of(meta, p, q)
     index = KeyIndex(root / "index", config.key_index_slots, config.key_index_entries)
     for f in index.files:
@@ -108,14 +108,16 @@ class Damage:
             log.error("the corrupt commitlog bytes held no offsets of a live topic")
 
 
-def _check_queue(q: ConsumeQueue, commitlog: CommitLog, name: str) -> None:
+def _check_queue(q: ConsumeQueue, commitlog: CommitLog, name: str, end: int, empty_after: bool) -> None:
+    """The queue's bounds fit a commitlog ending at `end`; with `empty_after`, nothing lies
+    past its high watermark (after a crash, what does is cleared instead)."""
     if q.log_start > q.high_watermark:
         raise CorruptEntry(f"queue {name}: log start beyond high watermark")
     if q.high_watermark > q.log_start:
         pos, size = q.entry(q.high_watermark - 1)
-        if size == 0 or pos + max(size, 0) > commitlog.write_position or pos < commitlog.min_position:
+        if size == 0 or pos + max(size, 0) > end or pos < commitlog.min_position:
             raise CorruptEntry(f"queue {name}: last entry does not match the commitlog")
-    if q.entry(q.high_watermark)[1] != 0:
+    if empty_after and q.entry(q.high_watermark)[1] != 0:
         raise CorruptEntry(f"queue {name}: entries beyond the high watermark")
 
 
@@ -169,12 +171,7 @@ def recover_from_checkpoint(root: Path, registry: TopicRegistry, config: StoreCo
             q = ConsumeQueue.load(queue_dir(root / "consumequeue", meta.name, p), config.queue_entries_per_file)
             # absent: the partition was created after the checkpoint, so all of it follows
             q.log_start, q.high_watermark = ckpt.queues.get(queue_key(str(meta.topic_id), p), (0, 0))
-            if q.log_start > q.high_watermark:
-                raise CorruptEntry(f"queue {meta.name}-{p}: log start beyond high watermark")
-            if q.high_watermark > q.log_start:
-                pos, size = q.entry(q.high_watermark - 1)
-                if size == 0 or pos + max(size, 0) > start:
-                    raise CorruptEntry(f"queue {meta.name}-{p}: last checkpointed entry does not match")
+            _check_queue(q, commitlog, f"{meta.name}-{p}", start, empty_after=False)
             q.clear_after(q.high_watermark)
             partitions[(meta.name, p)] = Partition.of(meta, p, q)
     index = KeyIndex(root / "index", config.key_index_slots, config.key_index_entries)
