@@ -153,7 +153,8 @@ async def _answer(broker: Broker, frame: bytes, peer: str) -> tuple[bytes, Any] 
         if isinstance(body, DurableResponse):
             body, durable = body.body, body.wait
         response = encode_response(request.header, body)
-        size = sum(map(len, response)) if isinstance(response, list) else len(response)
+        # a list's first buffer starts with the frame size: no second pass over the batches
+        size = int.from_bytes(response[0][:4], "big") + 4 if isinstance(response, list) else len(response)
         broker.metrics.request(request.spec.name, len(frame), size)
         return response, durable
     except Exception:
