@@ -53,8 +53,8 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "consumequeue.entries.per.file": (int, 300000, "20-byte entries per consume-queue file"),
     "flush.mode": (_flush_mode, "async", "async: flusher every flush.interval.ms; sync: group commit"),
     "flush.interval.ms": (int, 500, "async flush period"),
-    "checkpoint.interval.ms": (int, 10_000, "how often the commitlog and derived files are made durable and "
-                                            "checkpointed: a crash recovery re-derives what followed"),
+    "checkpoint.interval.ms": (int, 10_000, ("how often the commitlog and derived files are made durable and "
+                                             "checkpointed: a crash recovery re-derives what followed")),
     "commitlog.verify.on.start": (_bool, True, "CRC-check the commitlog at start after a clean shutdown"),
     "group.initial.rebalance.delay.ms": (int, 3000, "delay of a new group's first rebalance"),
     "group.min.session.timeout.ms": (int, 6000, "smallest session timeout a member may ask"),

@@ -13,11 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from store import TopicMeta, tag_hash
+from store import TAG_HEADER, TopicMeta, tag_hash
 
 VIEW_SOURCE = "view.source"
 VIEW_TAGS = "view.tags"
-TAG_HEADER = "tag.header"
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,12 +18,30 @@ from store.errors import (
 )
 from store.flush import FlushHandle
 from store.offsets import OffsetStore
+from store.partition import TAG_HEADER
 from store.records import StoredRecord, tag_hash
 from store.store import AppendResult, ReadResult, Store
 from store.topics import TopicMeta
 
 __all__ = [
-    "AdminBusy", "AppendResult", "CorruptData", "CorruptEntry", "EntryTooLarge", "FlushHandle", "OffsetOutOfRange", "OffsetStore",
-    "ReadResult", "StorageFull", "Store", "StoreConfig", "StoreError", "StoredRecord", "TopicExists",
-    "TopicMeta", "UnknownPartition", "UnknownTopic", "tag_hash",
+    "TAG_HEADER",
+    "AdminBusy",
+    "AppendResult",
+    "CorruptData",
+    "CorruptEntry",
+    "EntryTooLarge",
+    "FlushHandle",
+    "OffsetOutOfRange",
+    "OffsetStore",
+    "ReadResult",
+    "StorageFull",
+    "Store",
+    "StoreConfig",
+    "StoreError",
+    "StoredRecord",
+    "TopicExists",
+    "TopicMeta",
+    "UnknownPartition",
+    "UnknownTopic",
+    "tag_hash",
 ]
