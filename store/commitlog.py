@@ -23,7 +23,7 @@ import numpy as np
 from store import entry as E
 from store.atomic_file import fsync_dir
 from store.errors import EntryTooLarge, StorageFull
-from store.segment import Segment
+from store.segment import Segment, WriteBuffer
 from store.segment_walk import CorruptRegion, Ending, Tail, claimed_header, resync, walk
 
 log = logging.getLogger(__name__)
@@ -40,12 +40,36 @@ PREFAULT_WINDOW = 64 << 20  # bytes kept faulted in ahead of the write position
 PREFAULT_STEP = 4 << 20  # bytes per madvise call, so stopping is prompt
 
 
+def _encode(mv: memoryview, local: int, length: int, batch: bytes | bytearray | memoryview,
+            topic_id: bytes, topic: bytes, partition: int, base_offset: int, record_count: int,
+            store_ts: int, max_ts: int) -> None:
+    """Write one data entry of `length` bytes at mv[local:]: header, the batch with its
+    baseOffset rewritten, the topic name, and the CRC over all of it."""
+    n = len(batch)
+    b = local + _HEADER_SIZE
+    end = local + length
+    mv[b:b + n] = batch
+    _pack_rewrite(mv, b, base_offset, n - 12, 0)
+    mv[b + n:end] = topic
+    _pack_header(mv, local, length, 0, _MAGIC_DATA, 0, len(topic), topic_id,
+                 partition, base_offset, record_count, store_ts, max_ts)
+    _pack_crc(mv, local + 4, crc32c.crc32c(mv[local + _CRC_FROM:end]))  # E.crc_of, inlined
+
+
 class CommitLog:
     def __init__(self, directory: Path, segment_bytes: int, prezero: bool = False,
-                 prefault: bool = False) -> None:
+                 prefault: bool = False, write_through: bool = False) -> None:
         self.directory = directory
         self.segment_bytes = segment_bytes
         self.prezero = prezero
+        # Sync mode writes each entry with pwrite() into the page cache instead of storing it
+        # through the mapping; reads still go through the mapping, which sees the same pages.
+        # On ext4, an fdatasync after stores through a shared mapping took 0.40-0.42 ms where
+        # one after pwrite() of the same bytes took 0.14 ms (8 KiB per fsync, this VM): the
+        # write fault on a mapped page starts a journal handle that the next fdatasync must
+        # commit. Group commit waits for that fsync, so it sets sync mode's throughput.
+        # RocketMQ's transientStorePoolEnable likewise writes through the file channel.
+        self._buffer = WriteBuffer(1 << 16) if write_through else None
         # Async mode: a thread faults the pages just ahead of the writer in, so the append's
         # memcpy does not take a page fault (and the page reclaim behind it) per 4 KiB on the
         # event loop. Sync mode zero-fills whole segments instead (prezero): those pages are
@@ -95,29 +119,28 @@ class CommitLog:
                partition: int, base_offset: int, record_count: int, store_ts: int,
                max_ts: int) -> int:
         """Write one entry; returns the commitlog position of its batch bytes."""
-        n = len(batch)
-        topic_length = len(topic)
-        length = _HEADER_SIZE + n + topic_length
+        length = _HEADER_SIZE + len(batch) + len(topic)
         seg = self.active
         local = self.write_position - seg.start
         if local + length > seg.size:
             seg = self._roll(length)
             local = 0
-        mv = seg.view
-        b = local + _HEADER_SIZE
-        end = local + length
-        mv[b:b + n] = batch
-        _pack_rewrite(mv, b, base_offset, n - 12, 0)
-        mv[b + n:end] = topic
-        _pack_header(mv, local, length, 0, _MAGIC_DATA, 0, topic_length, topic_id,
-                     partition, base_offset, record_count, store_ts, max_ts)
-        _pack_crc(mv, local + 4, crc32c.crc32c(mv[local + _CRC_FROM:end]))  # E.crc_of, inlined
-        self.write_position = seg.start + end
+        buffer = self._buffer
+        if buffer is None:
+            _encode(seg.view, local, length, batch, topic_id, topic, partition, base_offset,
+                    record_count, store_ts, max_ts)
+        else:  # write-through (sync mode): built in the buffer, written with pwrite()
+            if length > len(buffer.view):
+                buffer = self._buffer = WriteBuffer(length)
+            _encode(buffer.view, 0, length, batch, topic_id, topic, partition, base_offset,
+                    record_count, store_ts, max_ts)
+            buffer.pwrite(seg.fd, length, local)  # the space is allocated: only an I/O error fails
+        self.write_position = seg.start + local + length
         seg.newest_timestamp = store_ts
         if self.write_position >= self._prefault_trigger and self._prefaulter is not None:
             self._prefault_trigger = self.write_position + PREFAULT_WINDOW  # wake it once
             self._prefault_wanted.set()
-        return seg.start + b
+        return seg.start + local + _HEADER_SIZE
 
     def _roll(self, length: int) -> Segment:
         old = self.active

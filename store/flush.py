@@ -17,10 +17,15 @@ from store.errors import StoreError
 class FlushHandle:
     """Completes once every append that received it is durable (fsynced)."""
 
-    __slots__ = ("_callbacks", "_error", "_event", "_lock", "appends", "claimed")
+    __slots__ = ("_callbacks", "_done", "_error", "_latch", "_lock", "appends", "claimed")
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        # A held lock as the latch, not threading.Event: completing releases it once, and each
+        # waiter that gets it hands it on to the next, where Event's notify_all made the
+        # flusher wake every waiter itself, under the GIL, before it could start the next fsync.
+        self._latch = threading.Lock()
+        self._latch.acquire()
+        self._done = False
         self._lock = threading.Lock()
         self._callbacks: list[Callable[[FlushHandle], None]] = []
         self._error: BaseException | None = None
@@ -28,21 +33,24 @@ class FlushHandle:
         self.appends = 0  # appends in this group
 
     def done(self) -> bool:
-        return self._event.is_set()
+        return self._done
 
     def wait(self, timeout: float | None = None) -> bool:
         """True once durable; raises StoreError if the fsync failed."""
-        ok = self._event.wait(timeout)
-        if ok and self._error is not None:
+        if not self._done:
+            if not self._latch.acquire(timeout=-1 if timeout is None else timeout):
+                return False
+            self._latch.release()
+        if self._error is not None:
             raise StoreError(f"flush failed: {self._error}") from self._error
-        return ok
+        return True
 
     def exception(self) -> BaseException | None:
         return self._error
 
     def add_done_callback(self, fn: Callable[[FlushHandle], None]) -> None:
         with self._lock:
-            if not self._event.is_set():
+            if not self._done:
                 self._callbacks.append(fn)
                 return
         fn(self)
@@ -50,8 +58,9 @@ class FlushHandle:
     def _complete(self, error: BaseException | None = None) -> None:
         with self._lock:
             self._error = error
-            self._event.set()
+            self._done = True
             callbacks, self._callbacks = self._callbacks, []
+        self._latch.release()
         for fn in callbacks:
             fn(self)
 

@@ -71,3 +71,12 @@ def store(data_dir: Path) -> Iterator[Store]:
     s = Store.open(data_dir, tiny_config())
     yield s
     s.close()
+
+
+@pytest.fixture(params=["async", "sync"])
+def store_any_mode(request, data_dir: Path) -> Iterator[Store]:
+    """A store in each flush mode: async stores entries through the mapping, sync writes them
+    with pwrite(); the files and the reads must not tell the two apart."""
+    s = Store.open(data_dir, tiny_config(flush_mode=request.param))
+    yield s
+    s.close()

@@ -6,8 +6,9 @@ import threading
 
 import pytest
 
-from store import StorageFull, Store
-from store.segment import AllocationFaults
+from store import StorageFull, Store, StoreError
+from store.flush import FlushHandle
+from store.segment import AllocationFaults, WriteBuffer
 from tests.store.conftest import append, build_batch, tiny_config
 
 
@@ -26,6 +27,52 @@ def test_sync_mode_handles_complete_once_durable(data_dir):
     handle.add_done_callback(called.append)
     assert called == [handle]
     s.close()
+
+
+def test_one_completion_releases_every_waiter_of_a_handle():
+    handle = FlushHandle()
+    assert not handle.wait(0.01) and not handle.done()
+    released = []
+    threads = [threading.Thread(target=lambda: released.append(handle.wait(10))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    handle._complete()
+    for t in threads:
+        t.join(10)
+    assert released == [True] * 8
+    assert handle.done() and handle.wait(0)
+
+
+def test_a_failed_fsync_reaches_every_waiter():
+    handle = FlushHandle()
+    errors = []
+
+    def waiter() -> None:
+        try:
+            handle.wait(10)
+        except StoreError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=waiter) for _ in range(4)]
+    for t in threads:
+        t.start()
+    handle._complete(OSError(5, "EIO"))
+    for t in threads:
+        t.join(10)
+    assert len(errors) == 4 and "EIO" in str(errors[0])
+    with pytest.raises(StoreError):
+        handle.wait(0)
+
+
+def test_write_buffer_reports_a_failed_write(tmp_path):
+    buffer = WriteBuffer(16)
+    buffer.view[:5] = b"hello"
+    with open(tmp_path / "f", "wb+") as f:
+        buffer.pwrite(f.fileno(), 5, 3)
+        assert (tmp_path / "f").read_bytes() == b"\0\0\0hello"
+    with open(tmp_path / "f", "rb") as f, pytest.raises(OSError) as info:  # read-only: EBADF
+        buffer.pwrite(f.fileno(), 5, 0)
+    assert info.value.errno == 9
 
 
 def test_sync_mode_group_commit_shares_fsyncs(data_dir, monkeypatch):

@@ -19,7 +19,8 @@ def _segment_bytes(data_dir, start=0) -> bytes:
     return (data_dir / "commitlog" / segment_name(start)).read_bytes()
 
 
-def test_commitlog_entry_layout_is_self_describing(store, data_dir):
+def test_commitlog_entry_layout_is_self_describing(store_any_mode, data_dir):
+    store = store_any_mode
     meta = store.create_topic("orders", 3, {})
     append(store, "orders", 2, build_batch([b"a"]))
     batch = build_batch([b"hello", b"world"], timestamps=[5_000, 7_000])

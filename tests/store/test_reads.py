@@ -75,7 +75,8 @@ def test_unknown_topic_and_partition_are_distinguished(store):
         append(store, "t", 5, build_batch([b"x"]))
 
 
-def test_segment_roll_over_in_the_middle_of_appends(store, data_dir):
+def test_segment_roll_over_in_the_middle_of_appends(store_any_mode, data_dir):
+    store = store_any_mode
     store.create_topic("t", 2, {})
     values = [bytes([i]) * 700 for i in range(40)]
     for i, v in enumerate(values):
