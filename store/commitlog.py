@@ -40,22 +40,6 @@ PREFAULT_WINDOW = 64 << 20  # bytes kept faulted in ahead of the write position
 PREFAULT_STEP = 4 << 20  # bytes per madvise call, so stopping is prompt
 
 
-def _encode(mv: memoryview, local: int, length: int, batch: bytes | bytearray | memoryview,
-            topic_id: bytes, topic: bytes, partition: int, base_offset: int, record_count: int,
-            store_ts: int, max_ts: int) -> None:
-    """Write one data entry of `length` bytes at mv[local:]: header, the batch with its
-    baseOffset rewritten, the topic name, and the CRC over all of it."""
-    n = len(batch)
-    b = local + _HEADER_SIZE
-    end = local + length
-    mv[b:b + n] = batch
-    _pack_rewrite(mv, b, base_offset, n - 12, 0)
-    mv[b + n:end] = topic
-    _pack_header(mv, local, length, 0, _MAGIC_DATA, 0, len(topic), topic_id,
-                 partition, base_offset, record_count, store_ts, max_ts)
-    _pack_crc(mv, local + 4, crc32c.crc32c(mv[local + _CRC_FROM:end]))  # E.crc_of, inlined
-
-
 class CommitLog:
     def __init__(self, directory: Path, segment_bytes: int, prezero: bool = False,
                  prefault: bool = False, write_through: bool = False) -> None:
@@ -118,8 +102,13 @@ class CommitLog:
     def append(self, batch: bytes | bytearray | memoryview, topic_id: bytes, topic: bytes,
                partition: int, base_offset: int, record_count: int, store_ts: int,
                max_ts: int) -> int:
-        """Write one entry; returns the commitlog position of its batch bytes."""
-        length = _HEADER_SIZE + len(batch) + len(topic)
+        """Write one entry; returns the commitlog position of its batch bytes.
+
+        The entry is encoded in place in the mapping, or, in write-through mode, in the write
+        buffer and then written with pwrite(); one body for both keeps the call count down."""
+        n = len(batch)
+        topic_length = len(topic)
+        length = _HEADER_SIZE + n + topic_length
         seg = self.active
         local = self.write_position - seg.start
         if local + length > seg.size:
@@ -127,20 +116,28 @@ class CommitLog:
             local = 0
         buffer = self._buffer
         if buffer is None:
-            _encode(seg.view, local, length, batch, topic_id, topic, partition, base_offset,
-                    record_count, store_ts, max_ts)
-        else:  # write-through (sync mode): built in the buffer, written with pwrite()
+            mv, at = seg.view, local
+        else:
             if length > len(buffer.view):
                 buffer = self._buffer = WriteBuffer(length)
-            _encode(buffer.view, 0, length, batch, topic_id, topic, partition, base_offset,
-                    record_count, store_ts, max_ts)
+            mv, at = buffer.view, 0
+        b = at + _HEADER_SIZE
+        end = at + length
+        mv[b:b + n] = batch
+        _pack_rewrite(mv, b, base_offset, n - 12, 0)
+        mv[b + n:end] = topic
+        _pack_header(mv, at, length, 0, _MAGIC_DATA, 0, topic_length, topic_id,
+                     partition, base_offset, record_count, store_ts, max_ts)
+        _pack_crc(mv, at + 4, crc32c.crc32c(mv[at + _CRC_FROM:end]))  # E.crc_of, inlined
+        if buffer is not None:
             buffer.pwrite(seg.fd, length, local)  # the space is allocated: only an I/O error fails
-        self.write_position = seg.start + local + length
+        position = seg.start + local
+        self.write_position = position + length
         seg.newest_timestamp = store_ts
-        if self.write_position >= self._prefault_trigger and self._prefaulter is not None:
+        if self._prefaulter is not None and self.write_position >= self._prefault_trigger:
             self._prefault_trigger = self.write_position + PREFAULT_WINDOW  # wake it once
             self._prefault_wanted.set()
-        return seg.start + local + _HEADER_SIZE
+        return position + _HEADER_SIZE
 
     def _roll(self, length: int) -> Segment:
         old = self.active

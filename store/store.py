@@ -59,6 +59,12 @@ class AppendResult(NamedTuple):  # a tuple: cheaper to build than a frozen datac
     flush: FlushHandle | None
 
 
+# The append path builds its result with tuple.__new__, a C call: the NamedTuple's own
+# __new__ is a Python function, about 0.25 us of a 3 us append.
+_new_tuple = tuple.__new__
+_time_ns = time.time_ns
+
+
 @dataclass(frozen=True, slots=True)
 class ReadResult:
     batches: list[memoryview]
@@ -295,7 +301,7 @@ class Store:
         with self._lock:
             q = part.queue
             base = q.high_watermark
-            now = time.time_ns() // 1_000_000
+            now = _time_ns() // 1_000_000
             now = max(now, self._last_ts)
             self._last_ts = now
             try:
@@ -329,7 +335,7 @@ class Store:
             handle = self._flusher.claim() if self._sync else None
         for callback in self._subscribers:
             callback(topic, partition)
-        return AppendResult(base, base + count - 1, now, pos + size + len(part.topic_bytes), handle)
+        return _new_tuple(AppendResult, (base, base + count - 1, now, pos + size + len(part.topic_bytes), handle))
 
     def _warn_full(self, exc: Exception) -> None:
         now = time.monotonic()
