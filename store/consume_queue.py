@@ -18,6 +18,7 @@ import mmap
 import os
 import shutil
 import struct
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -72,11 +73,16 @@ class ConsumeQueue:
         "_cur",
         "_cur_bytes",
         "_cur_index",
+        "_low",
+        "_reserve_lock",
+        "closed",
         "directory",
         "files",
         "high_watermark",
         "log_start",
         "per_file",
+        "refill_at",
+        "reserve_requested",
         "reserved",
     )
 
@@ -90,6 +96,13 @@ class ConsumeQueue:
         self._cur: np.ndarray | None = None
         self._cur_bytes: memoryview | None = None  # the bytes of _cur, for put
         self.reserved = 0  # entries below this offset have disk blocks (see reserve)
+        # A writer past refill_at asks the reserver thread (store/reserver.py) to reserve
+        # ahead, while half a reservation, or half a file, is still left.
+        self._low = min(RESERVE_ENTRIES, per_file) // 2
+        self.refill_at = -1
+        self.reserve_requested = False  # the reserver has this queue in its list
+        self._reserve_lock = threading.Lock()  # the append path and the reserver thread
+        self.closed = False  # deleted: the reserver must not create files for it again
 
     @classmethod
     def create(cls, directory: Path, per_file: int, first_offset: int = 0) -> ConsumeQueue:
@@ -125,6 +138,18 @@ class ConsumeQueue:
     def reserve(self, offset: int, count: int) -> None:
         """Make sure entries [offset, offset+count) have disk blocks before anything is
         written; raises StorageFull (having written nothing) when the disk is full."""
+        with self._reserve_lock:
+            self._reserve(offset, count)
+
+    def reserve_ahead(self) -> None:
+        """Extend the reservation by RESERVE_ENTRIES (or to the end of its file), creating the
+        next file when the reservation ends with the current one. For the reserver thread:
+        the writer keeps writing below `reserved` meanwhile."""
+        with self._reserve_lock:
+            if not self.closed:
+                self._reserve(self.reserved, 1)
+
+    def _reserve(self, offset: int, count: int) -> None:
         stop = offset + count
         if stop <= self.reserved:
             return
@@ -136,6 +161,7 @@ class ConsumeQueue:
             _allocate(self.directory / f"{index * self.per_file:020d}", slot * ENTRY_SIZE,
                       (end - slot) * ENTRY_SIZE)
             at = index * self.per_file + end
+        self.refill_at = at - self._low  # before `reserved`: a writer reads that one first
         self.reserved = at
 
     def put(self, offset: int, count: int, position: int, size: int) -> None:
@@ -273,6 +299,8 @@ class ConsumeQueue:
             sync_mapping(_mmap_of(arr))
 
     def delete(self) -> None:
+        with self._reserve_lock:
+            self.closed = True
         self.files.clear()
         self._cur = self._cur_bytes = None
         shutil.rmtree(self.directory, ignore_errors=True)

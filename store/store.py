@@ -42,6 +42,7 @@ from store.offsets import OffsetStore
 from store.partition import Partition, queue_dir
 from store.periodic import Periodic
 from store.records import StoredRecord
+from store.reserver import QueueReserver
 from store.time_index import TimeIndex, max_timestamp_offset, offset_for_timestamp
 from store.topics import TopicMeta, TopicRegistry
 
@@ -95,6 +96,8 @@ class Store:
         self._closed = False
         self.offsets = OffsetStore(root / "offsets.log")
         commitlog.start_allocator()
+        self._reserver = QueueReserver()
+        self._reserver.start()
         self._flusher = Flusher(self._sync, config.flush_interval_ms / 1000, self._lock,
                                 lambda: self._log.write_position, self._log.flush)
         self._retention = Periodic("retention", config.retention_check_interval_ms / 1000, self.enforce_retention)
@@ -138,6 +141,7 @@ class Store:
         self._closed = True
         self._checkpointer.stop()
         self._retention.stop()
+        self._reserver.stop()
         self._flusher.stop()
         self._log.stop_allocator()
         self.write_checkpoint(every_queue=True)
@@ -307,8 +311,8 @@ class Store:
             try:
                 # every page written below must have disk blocks first: a full disk is
                 # StorageFull here, before any byte is written, never SIGBUS on an mmap store
-                if base + count > q.reserved:  # q.reserve's own test, saving a call per append
-                    q.reserve(base, count)
+                if base + count > q.refill_at:
+                    self._reserve(q, base, count)
                 if keys:
                     self._key_index.reserve(len(keys))
                 pos = self._log.append(batch, part.topic_id, part.topic_bytes, partition, base, count,
@@ -336,6 +340,14 @@ class Store:
         for callback in self._subscribers:
             callback(topic, partition)
         return _new_tuple(AppendResult, (base, base + count - 1, now, pos + size + len(part.topic_bytes), handle))
+
+    def _reserve(self, q: ConsumeQueue, base: int, count: int) -> None:
+        """Entries [base, base+count) get disk blocks now if they have none yet (this append
+        waits for the disk); the reserver thread is asked to reserve further ahead."""
+        if base + count > q.reserved:
+            q.reserve(base, count)
+        if base + count > q.refill_at:
+            self._reserver.request(q)
 
     def _warn_full(self, exc: Exception) -> None:
         now = time.monotonic()

@@ -1,0 +1,96 @@
+"""Consume-queue disk blocks and next files are reserved ahead by the reserver thread, not by
+the append path; a full disk still stops the writer cleanly."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import store.consume_queue as cq
+from store import StorageFull, Store
+from tests.store.conftest import append, build_batch, tiny_config
+
+PER_FILE = 16  # tiny_config's queue_entries_per_file
+
+
+@pytest.fixture
+def allocations(monkeypatch):
+    """(thread name, queue file name, first entry) of every block reservation."""
+    seen: list[tuple[str, str, int]] = []
+    real = cq._allocate
+
+    def spy(path, start, length):
+        seen.append((threading.current_thread().name, path.name, start // cq.ENTRY_SIZE))
+        real(path, start, length)
+
+    monkeypatch.setattr(cq, "_allocate", spy)
+    return seen
+
+
+def _wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "the reserver thread did not get there"
+        time.sleep(0.005)
+
+
+def test_the_next_file_is_made_and_reserved_before_the_writer_reaches_it(data_dir, allocations):
+    s = Store.open(data_dir, tiny_config())
+    s.create_topic("t", 1, {})
+    q = s._partitions[("t", 0)].queue
+    batch = build_batch([b"v"])
+    for _ in range(PER_FILE - 4):  # past half of the first file
+        append(s, "t", 0, batch)
+    _wait_for(lambda: q.reserved >= 2 * PER_FILE)
+    next_file = f"{PER_FILE:020d}"
+    assert (q.directory / next_file).exists()
+    assert ("queue-reserver", next_file, 0) in allocations
+    main = threading.current_thread().name
+    before = [a for a in allocations if a[0] == main]
+    for _ in range(8):  # into the second file
+        append(s, "t", 0, batch)
+    assert [a for a in allocations if a[0] == main] == before  # nothing reserved on the append path
+    assert s.high_watermark("t", 0) == PER_FILE + 4
+    assert len(s.read("t", 0, 0, 1 << 30).batches) == PER_FILE + 4
+    s.close()
+
+
+def test_a_full_disk_stops_the_writer_before_its_reservation_ends(data_dir, monkeypatch):
+    s = Store.open(data_dir, tiny_config())
+    s.create_topic("t", 1, {})
+    q = s._partitions[("t", 0)].queue
+    batch = build_batch([b"v"])
+    append(s, "t", 0, batch)
+    _wait_for(lambda: not q.reserve_requested)
+    full = True
+    real = cq._allocate
+
+    def allocate(path, start, length):
+        if full:
+            raise StorageFull(f"{path}: no space (test)")
+        real(path, start, length)
+
+    monkeypatch.setattr(cq, "_allocate", allocate)
+    reserved = q.reserved
+    for _ in range(reserved - 1):  # fill what was reserved: the reserver fails meanwhile
+        append(s, "t", 0, batch)
+    with pytest.raises(StorageFull):
+        append(s, "t", 0, batch)
+    assert s.high_watermark("t", 0) == reserved
+    full = False
+    assert append(s, "t", 0, batch).base_offset == reserved
+    assert len(s.read("t", 0, 0, 1 << 30).batches) == reserved + 1
+    s.close()
+
+
+def test_a_deleted_queue_gets_no_files_from_the_reserver(data_dir):
+    s = Store.open(data_dir, tiny_config())
+    s.create_topic("t", 1, {})
+    q = s._partitions[("t", 0)].queue
+    append(s, "t", 0, build_batch([b"v"]))
+    s.delete_topic("t")
+    q.reserve_ahead()  # what the thread would do if it still held the queue
+    assert not q.directory.exists()
+    s.close()
