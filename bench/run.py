@@ -29,6 +29,7 @@ import uuid
 from pathlib import Path
 
 import numpy as np
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -135,7 +136,7 @@ class Suite:
         code = proc.proc.poll() if proc.proc else None
         if code is not None:
             raise RuntimeError(f"the broker exited with status {code} (a negative status is the signal "
-                               f"that ended it); its stderr: {proc.stderr_path.read_text(errors='replace')[-500:]}")
+                               f"that ended it); its stderr: {proc.stderr_path.read_text(errors='replace')[-3000:]}")
 
     def measured(self, proc: BrokerProcess | None, spec: dict) -> tuple[dict, float | None]:
         """Run one client; returns its result and the broker CPU seconds it caused."""
@@ -308,8 +309,13 @@ class Suite:
                       flush=True)
                 try:
                     phase()
-                except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                except (RuntimeError, OSError, subprocess.SubprocessError, KafkaException) as exc:
                     # Report what ran; one broken configuration must not lose the others' figures.
+                    if self.live is not None and not isinstance(exc, RuntimeError):
+                        try:  # a client error may be a broker that died: say so, with its stderr
+                            self._check_alive(self.live)
+                        except RuntimeError as died:
+                            exc = died
                     print(f"  FAILED: {exc}", flush=True)
                     self.results["errors"].append(f"{title}: {exc}")
                     if self.live is not None:

@@ -8,6 +8,7 @@ with status 2.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import signal
 import sys
@@ -82,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # A fault in a mapping (SIGBUS) or in native code ends the process without a Python
+    # traceback; this writes every thread's stack to stderr first, so the log says where.
+    faulthandler.enable(file=sys.stderr)
     try:
         trio.run(_serve_until_signalled, config)
     except OSError as exc:

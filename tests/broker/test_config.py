@@ -1,5 +1,7 @@
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -44,3 +46,27 @@ def test_cli_prints_one_plain_line_and_exits_2_on_bad_setting():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == ["gregor: bad value for flush.mode: expected async or sync, got 'never'"]
+
+
+def test_a_fatal_signal_leaves_every_threads_stack_in_the_log(tmp_path):
+    """A SIGBUS from a mapping ends the process without a Python traceback; the broker enables
+    faulthandler so its stderr still says where each thread was (SIGSEGV stands in here)."""
+    err = tmp_path / "stderr"
+    with open(err, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "broker", "serve", "--data-dir", str(tmp_path / "data"),
+                                 "--host", "127.0.0.1", "--port", "0"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                stderr=out)
+    try:
+        deadline = time.monotonic() + 60
+        while b"listening on" not in err.read_bytes():
+            assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGSEGV)
+        assert proc.wait(30) == -signal.SIGSEGV
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = err.read_text()
+    assert "Fatal Python error: Segmentation fault" in text
+    assert text.count("Thread 0x") >= 3  # the event loop and the store's threads
+    assert 'File "' in text
