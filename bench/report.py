@@ -220,8 +220,7 @@ def markdown(results: dict) -> str:
                "", ("The broker is stopped after writing and started again on the same data directory, "
                "so the read also covers reopening the store. It restarts with commitlog.verify.on.start=false: "
                "the default startup CRC check reads the whole log into memory before the broker listens "
-               "(earlier versions of this suite left it on, so their \"cold\" figures, 403-471 MB/s, were reads "
-               "from memory)."), ""]
+               "(earlier versions of this suite left it on, so their reads came from memory)."), ""]
 
     if results["brokers"]:
         md += ["### Broker resources", "",
