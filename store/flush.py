@@ -17,7 +17,7 @@ from store.errors import StoreError
 class FlushHandle:
     """Completes once every append that received it is durable (fsynced)."""
 
-    __slots__ = ("_callbacks", "_done", "_error", "_latch", "_lock", "appends", "claimed")
+    __slots__ = ("_callbacks", "_done", "_error", "_latch", "_lock", "appends")
 
     def __init__(self) -> None:
         # A held lock as the latch, not threading.Event: completing releases it once, and each
@@ -29,8 +29,7 @@ class FlushHandle:
         self._lock = threading.Lock()
         self._callbacks: list[Callable[[FlushHandle], None]] = []
         self._error: BaseException | None = None
-        self.claimed = False  # an append is waiting on this group
-        self.appends = 0  # appends in this group
+        self.appends = 0  # appends in this group; any at all: somebody waits on it
 
     def done(self) -> bool:
         return self._done
@@ -84,7 +83,7 @@ class Flusher:
         self._wake = threading.Event()
         self._flush_lock = threading.Lock()
         self._stopping = False
-        self.commits = 0  # group commits done (fsyncs that completed a claimed group)
+        self.commits = 0  # group commits done (fsyncs that completed a group with appends)
         self.committed_appends = 0  # appends those commits made durable
         self._thread = threading.Thread(target=self._run, name="commitlog-flusher", daemon=True)
         self._thread.start()
@@ -93,8 +92,7 @@ class Flusher:
         """The handle for an append just written; call under the append lock."""
         group = self.group
         group.appends += 1
-        if not group.claimed:
-            group.claimed = True
+        if group.appends == 1:
             self._wake.set()
         return group
 
@@ -111,7 +109,7 @@ class Flusher:
     def _flush_once(self) -> None:
         with self._lock:
             group = self.group
-            if group.claimed:
+            if group.appends:
                 self.group = FlushHandle()
             target = self._write_position()
         error = None
@@ -121,7 +119,7 @@ class Flusher:
                 self.flushed = target
             except OSError as exc:
                 error = exc
-        if group.claimed:
+        if group.appends:
             self.commits += 1
             self.committed_appends += group.appends
             group._complete(error)

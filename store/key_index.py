@@ -97,6 +97,9 @@ class IndexFile:
             self.begin_ts = store_ts
         self.end_ts = store_ts
         self.last_position = position
+        self._write_header()
+
+    def _write_header(self) -> None:
         HEADER.pack_into(self.mm, 0, MAGIC, FORMAT_VERSION, 0, self.slot_count, self.capacity,
                          self.count, 0, self.begin_ts, self.end_ts, self.last_position)
 
@@ -117,8 +120,7 @@ class IndexFile:
         self.begin_ts = int(entries["ts"][0]) if count else -1
         self.end_ts = int(entries["ts"][-1]) if count else -1
         self.last_position = int(entries["pos"][-1]) if count else -1
-        HEADER.pack_into(self.mm, 0, MAGIC, FORMAT_VERSION, 0, self.slot_count, self.capacity,
-                         self.count, 0, self.begin_ts, self.end_ts, self.last_position)
+        self._write_header()
 
     def candidates(self, key_hash: int, begin_ts: int, end_ts: int) -> Iterator[tuple[int, int]]:
         """(batch position, offset delta) of entries with this hash in [begin_ts, end_ts], newest first."""
