@@ -31,13 +31,14 @@ log = logging.getLogger(__name__)
 
 # The append path's struct writers, bound once: attribute lookups were a measurable part of
 # a 1 KiB append (about 1.5 us in all).
-_pack_header = E.ENTRY_HEADER.pack_into
-_pack_rewrite = E.BATCH_REWRITE.pack_into
+_pack_header = E.HEADER_AND_REWRITE.pack_into
 _pack_crc = struct.Struct(">I").pack_into  # the prefix's CRC field, at byte 4
 _HEADER_SIZE, _CRC_FROM, _MAGIC_DATA = E.HEADER_SIZE, E.CRC_FROM, E.MAGIC_DATA
+_crc = crc32c.crc32c
 
 PREFAULT_WINDOW = 64 << 20  # bytes kept faulted in ahead of the write position
 PREFAULT_STEP = 4 << 20  # bytes per madvise call, so stopping is prompt
+_NEVER = 1 << 62  # a prefault trigger the writer never reaches
 
 
 class CommitLog:
@@ -60,7 +61,7 @@ class CommitLog:
         # cached, and prefaulting them would dirty them for every fdatasync to write again.
         self.prefault = prefault
         self._prefaulted = 0  # pages below this position, from the write position, are faulted in
-        self._prefault_trigger = 0  # the writer wakes the prefaulter when it passes this
+        self._prefault_trigger = _NEVER  # the writer wakes the prefaulter when it passes this
         self._prefault_wanted = threading.Event()
         self._prefaulter: threading.Thread | None = None
         directory.mkdir(parents=True, exist_ok=True)
@@ -124,18 +125,18 @@ class CommitLog:
         b = at + _HEADER_SIZE
         end = at + length
         mv[b:b + n] = batch
-        _pack_rewrite(mv, b, base_offset, n - 12, 0)
         mv[b + n:end] = topic
-        _pack_header(mv, at, length, 0, _MAGIC_DATA, 0, topic_length, topic_id,
-                     partition, base_offset, record_count, store_ts, max_ts)
-        _pack_crc(mv, at + 4, crc32c.crc32c(mv[at + _CRC_FROM:end]))  # E.crc_of, inlined
+        # the header, then the batch's baseOffset, batchLength and partitionLeaderEpoch
+        _pack_header(mv, at, length, 0, _MAGIC_DATA, 0, topic_length, topic_id, partition,
+                     base_offset, record_count, store_ts, max_ts, base_offset, n - 12, 0)
+        _pack_crc(mv, at + 4, _crc(mv[at + _CRC_FROM:end]))  # E.crc_of, inlined
         if buffer is not None:
             buffer.pwrite(seg.fd, length, local)  # the space is allocated: only an I/O error fails
         position = seg.start + local
-        self.write_position = position + length
+        self.write_position = written = position + length
         seg.newest_timestamp = store_ts
-        if self._prefaulter is not None and self.write_position >= self._prefault_trigger:
-            self._prefault_trigger = self.write_position + PREFAULT_WINDOW  # wake it once
+        if written >= self._prefault_trigger:  # _NEVER without a prefaulter
+            self._prefault_trigger = written + PREFAULT_WINDOW  # wake it once
             self._prefault_wanted.set()
         return position + _HEADER_SIZE
 
@@ -184,6 +185,7 @@ class CommitLog:
         if self._prefaulter is not None:
             self._prefaulter.join()
             self._prefaulter = None
+            self._prefault_trigger = _NEVER
 
     def _prefault_loop(self) -> None:
         while True:
@@ -194,7 +196,7 @@ class CommitLog:
             if not self.prefault_ahead():
                 log.warning("the kernel refused MADV_POPULATE_WRITE (Linux 5.14+); appends fault "
                             "their own pages in")
-                self._prefault_trigger = 1 << 62
+                self._prefault_trigger = _NEVER
                 return
 
     def prefault_ahead(self) -> bool:
@@ -209,7 +211,7 @@ class CommitLog:
             if seg is None:
                 # the next segment is not allocated yet: the allocator wakes us when it is;
                 # until then the writer has no reason to
-                self._prefault_trigger = 1 << 62
+                self._prefault_trigger = _NEVER
                 return True
             end = min(target, seg.end, position + PREFAULT_STEP)
             if not seg.populate(position - seg.start, end - position):

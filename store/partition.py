@@ -2,7 +2,7 @@
 
 Owns nothing on disk itself: it bundles the partition's consume queue with the
 pre-encoded topic name/id and the per-topic features (tag header, key index) so an
-append does one dict lookup. Never does I/O.
+append finds everything it needs with one dict lookup and one list index. Never does I/O.
 """
 
 from __future__ import annotations

@@ -80,7 +80,13 @@ class Store:
         self.config = config
         self._registry = registry
         self._log = commitlog
-        self._partitions = partitions
+        # Partitions by topic, each list indexed by partition number, so the append path finds
+        # one with a str-keyed dict and a list index. Keyed by (topic, partition) tuples, the
+        # lookup cost about 0.2 us more per append at 10,000 partitions (bench, A/B): hashing
+        # the tuple and comparing it with the stored key touch objects out of the CPU cache.
+        self._parts: dict[str, list[Partition]] = {
+            name: [partitions[(name, p)] for p in range(meta.partitions)]
+            for name, meta in registry.topics.items()}
         self._key_index = key_index
         self._lock = threading.Lock()
         # Topic changes (create, add partitions, alter, delete) take turns under this lock and
@@ -165,7 +171,7 @@ class Store:
                                   self._key_index.mark())
                 ids = {name: meta.topic_id for name, meta in self._registry.topics.items()}
                 bounds = [(p.topic, p.index, p.queue, p.queue.log_start, p.queue.high_watermark)
-                          for p in self._partitions.values()]
+                          for p in self._all_partitions()]
             queues = []
             for topic, index, q, log_start, hw in bounds:
                 if topic in ids:
@@ -204,7 +210,7 @@ class Store:
             gone = self._log.detach_oldest(count)
             min_position = self._log.min_position
             self._key_index.drop_below(min_position)
-            parts = list(self._partitions.values())
+            parts = self._all_partitions()
         for part in parts:
             q = part.queue
             q.advance_log_start(q.first_offset_at_or_after(min_position))
@@ -264,8 +270,8 @@ class Store:
         with self._admin_lock, self._lock:
             old = self._registry.get(name)
             meta = self._registry.update(TopicMeta(name, old.partitions, dict(configs), old.topic_id))
-            for p in range(meta.partitions):
-                self._partitions[(name, p)].reconfigure(meta)
+            for part in self._parts[name]:
+                part.reconfigure(meta)
             return meta
 
     def delete_topic(self, name: str) -> None:
@@ -273,9 +279,8 @@ class Store:
         same name can be created again."""
         with self._admin_lock:
             with self._lock:
-                meta = self._registry.get(name)
-                self._registry.delete(name)
-                doomed = [self._partitions.pop((name, p)) for p in range(meta.partitions)]
+                self._registry.delete(name)  # UnknownTopic if there is none
+                doomed = self._parts.pop(name)
             for part in doomed:
                 part.queue.delete()
             shutil.rmtree(self.root / "consumequeue" / name, ignore_errors=True)
@@ -286,9 +291,13 @@ class Store:
                 for p in indexes}
 
     def _publish(self, meta: TopicMeta, queues: dict[int, ConsumeQueue]) -> None:
-        """Make new partitions visible to appends and reads; call under the append lock."""
-        for p, q in queues.items():
-            self._partitions[(meta.name, p)] = Partition.of(meta, p, q)
+        """Make new partitions visible to appends and reads; call under the append lock.
+        The list is replaced, not grown in place: appends look partitions up without the lock."""
+        added = [Partition.of(meta, p, queues[p]) for p in sorted(queues)]  # the next numbers
+        self._parts[meta.name] = self._parts.get(meta.name, []) + added
+
+    def _all_partitions(self) -> list[Partition]:
+        return [part for parts in self._parts.values() for part in parts]
 
     def subscribe_appends(self, callback: Callable[[str, int], None]) -> None:
         self._subscribers.append(callback)
@@ -296,18 +305,24 @@ class Store:
     # ---- append ----------------------------------------------------------------------
     def append(self, topic: str, partition: int, batch: bytes | bytearray | memoryview,
                header: BatchHeader) -> AppendResult:
-        part = self._partitions.get((topic, partition))
-        if part is None:
+        parts = self._parts.get(topic)
+        if parts is None or not 0 <= partition < len(parts):
             raise self._missing(topic, partition)
+        part = parts[partition]
         count = header.record_count
-        tags = records.tag_hashes(batch, part.tag_header) if part.tag_header is not None else None
-        keys = records.keyed_records(batch) if part.key_indexed else None
+        tags = keys = None
+        if part.tag_header is not None:
+            tags = records.tag_hashes(batch, part.tag_header)
+        if part.key_indexed:
+            keys = records.keyed_records(batch)
         with self._lock:
             q = part.queue
             base = q.high_watermark
             now = _time_ns() // 1_000_000
-            now = max(now, self._last_ts)
-            self._last_ts = now
+            if now < self._last_ts:  # store timestamps never go back (an `if`: max() costs 0.08 us)
+                now = self._last_ts
+            else:
+                self._last_ts = now
             try:
                 # every page written below must have disk blocks first: a full disk is
                 # StorageFull here, before any byte is written, never SIGBUS on an mmap store
@@ -361,10 +376,14 @@ class Store:
         return UnknownTopic(topic)
 
     def _partition(self, topic: str, partition: int) -> Partition:
-        part = self._partitions.get((topic, partition))
+        part = self._find(topic, partition)
         if part is None:
             raise self._missing(topic, partition)
         return part
+
+    def _find(self, topic: str, partition: int) -> Partition | None:
+        parts = self._parts.get(topic)
+        return parts[partition] if parts is not None and 0 <= partition < len(parts) else None
 
     # ---- reads -----------------------------------------------------------------------
     def read(self, topic: str, partition: int, offset: int, max_bytes: int) -> ReadResult:
@@ -459,7 +478,7 @@ class Store:
         meta = self._registry.topics.get(topic)
         if meta is None or meta.topic_id.bytes != topic_id:
             return None
-        part = self._partitions.get((topic, partition))
+        part = self._find(topic, partition)
         if part is None or base + offset_delta < part.queue.log_start:
             return None
         batch = entry[ENTRY_AT_BATCH:length - tlen]

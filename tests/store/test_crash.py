@@ -39,7 +39,7 @@ def _check(data_dir: Path, acked: dict[int, int]) -> None:
                     assert record.value.split(b".")[0] == f"{p}:{expected}".encode()
                     expected += 1
             assert expected == hw
-            q = store._partitions[("c", p)].queue
+            q = store._partition("c", p).queue
             for offset in range(hw):  # every queue entry points at the batch holding it
                 pos, size = q.entry(offset)
                 header = parse_header(store._log.view(pos, size))

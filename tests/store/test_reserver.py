@@ -39,7 +39,7 @@ def _wait_for(predicate, timeout=10.0):
 def test_the_next_file_is_made_and_reserved_before_the_writer_reaches_it(data_dir, allocations):
     s = Store.open(data_dir, tiny_config())
     s.create_topic("t", 1, {})
-    q = s._partitions[("t", 0)].queue
+    q = s._partition("t", 0).queue
     batch = build_batch([b"v"])
     for _ in range(PER_FILE - 4):  # past half of the first file
         append(s, "t", 0, batch)
@@ -60,7 +60,7 @@ def test_the_next_file_is_made_and_reserved_before_the_writer_reaches_it(data_di
 def test_a_full_disk_stops_the_writer_before_its_reservation_ends(data_dir, monkeypatch):
     s = Store.open(data_dir, tiny_config())
     s.create_topic("t", 1, {})
-    q = s._partitions[("t", 0)].queue
+    q = s._partition("t", 0).queue
     batch = build_batch([b"v"])
     append(s, "t", 0, batch)
     _wait_for(lambda: not q.reserve_requested)
@@ -88,7 +88,7 @@ def test_a_full_disk_stops_the_writer_before_its_reservation_ends(data_dir, monk
 def test_a_deleted_queue_gets_no_files_from_the_reserver(data_dir):
     s = Store.open(data_dir, tiny_config())
     s.create_topic("t", 1, {})
-    q = s._partitions[("t", 0)].queue
+    q = s._partition("t", 0).queue
     append(s, "t", 0, build_batch([b"v"]))
     s.delete_topic("t")
     q.reserve_ahead()  # what the thread would do if it still held the queue
