@@ -28,6 +28,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from bench.docs_section import replace_section
 from protocol.record_batch import parse_header
 from store import Store, StoreConfig
+from store.limits import raise_open_file_limit
 
 BATCH_BYTES = 1024
 QUEUE_COUNTS = (1, 100, 1_000, 10_000)
@@ -200,6 +201,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure; the median is reported")
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args()
+    raise_open_file_limit()  # 10,000 queues keep 10,000 files open
     batch = one_kib_batch()
     rows = []
     with tempfile.TemporaryDirectory(prefix="gregor-bench-") as tmp:

@@ -17,6 +17,7 @@ from pathlib import Path
 import trio
 
 from broker.config import SETTINGS, BrokerConfig, ConfigError
+from store.limits import raise_open_file_limit
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     # A fault in a mapping (SIGBUS) or in native code ends the process without a Python
     # traceback; this writes every thread's stack to stderr first, so the log says where.
     faulthandler.enable(file=sys.stderr)
+    # every partition keeps a file open: take the hard limit, as the JVM does for Kafka
+    open_files = raise_open_file_limit()
+    logging.getLogger("gregor").info("open-file limit %d", open_files)
     try:
         trio.run(_serve_until_signalled, config)
     except OSError as exc:

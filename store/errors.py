@@ -32,6 +32,11 @@ class StorageFull(StoreError):
     """Out of disk space while allocating or writing; nothing was written, retry later."""
 
 
+class QueueFilesUnavailable(StoreError):
+    """A topic's queue files could not be made (out of open files, or an I/O error); the topic
+    change did not happen and nothing of it is left behind."""
+
+
 class CorruptEntry(StoreError):
     """Derived files (consume queues, key index, checkpoint) that cannot be trusted."""
 

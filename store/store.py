@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import resource
 import shutil
 import struct
 import threading
@@ -32,6 +33,7 @@ from store.errors import (
     CorruptData,
     CorruptEntry,
     OffsetOutOfRange,
+    QueueFilesUnavailable,
     StorageFull,
     UnknownPartition,
     UnknownTopic,
@@ -286,9 +288,24 @@ class Store:
             shutil.rmtree(self.root / "consumequeue" / name, ignore_errors=True)
 
     def _make_queues(self, name: str, indexes: range) -> dict[int, ConsumeQueue]:
+        """The new partitions' queues, each with its first file mapped. All or nothing: on a
+        failure the ones already made are removed and QueueFilesUnavailable says why."""
         qroot = self.root / "consumequeue"
-        return {p: ConsumeQueue.create(queue_dir(qroot, name, p), self.config.queue_entries_per_file)
-                for p in indexes}
+        made: dict[int, ConsumeQueue] = {}
+        try:
+            for p in indexes:
+                made[p] = ConsumeQueue.create(queue_dir(qroot, name, p), self.config.queue_entries_per_file)
+        except OSError as exc:
+            for q in made.values():
+                q.delete()
+            shutil.rmtree(queue_dir(qroot, name, p), ignore_errors=True)
+            if exc.errno == errno.EMFILE:
+                soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+                raise QueueFilesUnavailable(
+                    f"cannot open the queue files of {name}: too many open files; every partition keeps "
+                    f"one file open and this process may have {soft}: raise the limit (ulimit -n)") from exc
+            raise QueueFilesUnavailable(f"cannot make the queue files of {name}: {exc}") from exc
+        return made
 
     def _publish(self, meta: TopicMeta, queues: dict[int, ConsumeQueue]) -> None:
         """Make new partitions visible to appends and reads; call under the append lock.

@@ -16,6 +16,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 READY = re.compile(r"listening on ([\d.]+):(\d+)")
+_WITH_OPEN_FILES = ("import os, resource, sys; "
+                    "resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]), int(sys.argv[2]))); "
+                    "os.execv(sys.argv[3], sys.argv[3:])")
 
 
 @dataclass
@@ -26,10 +29,14 @@ class BrokerProcess:
     bootstrap: str = ""
     log_path: Path | None = None
     port: int = 0
+    open_files: tuple[int, int] | None = None  # (soft, hard) RLIMIT_NOFILE the broker starts with
+
 
     def start(self, timeout: float = 30.0) -> str:
         args = [sys.executable, "-m", "broker", "serve", "--data-dir", str(self.data_dir),
                 "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "INFO"]
+        if self.open_files is not None:  # set by a process that then execs the broker
+            args = [sys.executable, "-c", _WITH_OPEN_FILES, *map(str, self.open_files), *args]
         for key, value in self.settings.items():
             args += ["--set", f"{key}={value}"]
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
