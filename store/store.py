@@ -289,7 +289,8 @@ class Store:
 
     def _make_queues(self, name: str, indexes: range) -> dict[int, ConsumeQueue]:
         """The new partitions' queues, each with its first file mapped. All or nothing: on a
-        failure the ones already made are removed and QueueFilesUnavailable says why."""
+        failure the ones already made are removed, and StorageFull (disk full) or
+        QueueFilesUnavailable (out of open files, another I/O error) says why."""
         qroot = self.root / "consumequeue"
         made: dict[int, ConsumeQueue] = {}
         try:
@@ -299,6 +300,8 @@ class Store:
             for q in made.values():
                 q.delete()
             shutil.rmtree(queue_dir(qroot, name, p), ignore_errors=True)
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise StorageFull(f"cannot make the queue files of {name}: {exc}") from exc
             if exc.errno == errno.EMFILE:
                 soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
                 raise QueueFilesUnavailable(

@@ -13,7 +13,7 @@ from broker.topic_configs import BOOLEAN, GREGOR_TOPIC_CONFIGS, LONG, STRING, TO
 from broker.views import is_view_config, view_config_error, view_of, views_of
 from protocol.codec import Request
 from protocol.errors import ErrorCode
-from store import QueueFilesUnavailable, TopicExists, UnknownTopic
+from store import QueueFilesUnavailable, StorageFull, TopicExists, UnknownTopic
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 GREGOR_ONLY = {name for name, _, _ in GREGOR_TOPIC_CONFIGS}
@@ -61,7 +61,7 @@ async def handle_create_topics(broker: Broker, request: Request):
                     topic_id = meta.topic_id
                 except TopicExists:
                     error, message = ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
-                except QueueFilesUnavailable as exc:  # out of open files, or a disk error
+                except (QueueFilesUnavailable, StorageFull) as exc:  # out of open files or space
                     error, message = ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
             if error == ErrorCode.NONE:
                 configs = [cls.CreatableTopicResult.CreatableTopicConfigs(
@@ -188,7 +188,7 @@ async def handle_create_partitions(broker: Broker, request: Request):
                     await trio.to_thread.run_sync(broker.store.add_partitions, view, t.count)
             except UnknownTopic:  # deleted by another client meanwhile
                 error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{t.name}' does not exist."
-            except QueueFilesUnavailable as exc:
+            except (QueueFilesUnavailable, StorageFull) as exc:
                 error, message = ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
         results.append(cls.CreatePartitionsTopicResult(name=t.name, error_code=error, error_message=message))
     return cls[request.header.api_version](throttle_time_ms=0, results=results)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import subprocess
@@ -30,6 +31,7 @@ def test_the_soft_limit_is_raised_to_the_hard_limit():
 @pytest.fixture
 def few_open_files():
     """About 60 more descriptors than this process has open now, for the test's duration."""
+    gc.collect()  # earlier tests' unreachable stores still hold mapped queue files open
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 60, hard))
     yield

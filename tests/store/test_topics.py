@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from store import Store, TopicExists, UnknownTopic
+from store import StorageFull, Store, TopicExists, UnknownTopic
 from tests.store.conftest import append, build_batch, tiny_config
 
 
@@ -121,7 +121,7 @@ def test_creating_a_topic_does_not_hold_up_appends(store, data_dir, monkeypatch)
 def test_a_failed_creation_leaves_no_topic_and_no_files(store, data_dir, monkeypatch):
     _started, release = _gate_queue_creation(monkeypatch, fail_at=3)
     release.set()
-    with pytest.raises(OSError):
+    with pytest.raises(StorageFull):
         store.create_topic("doomed", 10, {})
     assert store.topic("doomed") is None
     assert not (data_dir / "consumequeue" / "doomed").exists()
