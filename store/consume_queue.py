@@ -100,7 +100,8 @@ class ConsumeQueue:
         # ahead, while half a reservation, or half a file, is still left.
         self._low = min(RESERVE_ENTRIES, per_file) // 2
         self.refill_at = -1
-        self.reserve_requested = False  # the reserver has this queue in its list
+        # the reserver has this queue in its list: `reserved` as the request saw it, else -1
+        self.reserve_requested = -1
         self._reserve_lock = threading.Lock()  # the append path and the reserver thread
         self.closed = False  # deleted: the reserver must not create files for it again
 
@@ -141,12 +142,13 @@ class ConsumeQueue:
         with self._reserve_lock:
             self._reserve(offset, count)
 
-    def reserve_ahead(self) -> None:
+    def reserve_ahead(self, seen: int) -> None:
         """Extend the reservation by RESERVE_ENTRIES (or to the end of its file), creating the
         next file when the reservation ends with the current one. For the reserver thread:
-        the writer keeps writing below `reserved` meanwhile."""
+        the writer keeps writing below `reserved` meanwhile. `seen` is `reserved` when the
+        request was made: if the writer has reserved for itself since, the request is stale."""
         with self._reserve_lock:
-            if not self.closed:
+            if not self.closed and self.reserved == seen:
                 self._reserve(self.reserved, 1)
 
     def _reserve(self, offset: int, count: int) -> None:

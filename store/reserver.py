@@ -31,8 +31,8 @@ class QueueReserver:
 
     def request(self, queue: ConsumeQueue) -> None:
         """Reserve ahead for `queue` soon; call under the append lock."""
-        if not queue.reserve_requested:
-            queue.reserve_requested = True
+        if queue.reserve_requested < 0:
+            queue.reserve_requested = queue.reserved
             self._pending.append(queue)
             self._wake.set()
 
@@ -43,11 +43,11 @@ class QueueReserver:
             while self._pending and not self._stopping:
                 queue = self._pending.popleft()
                 try:
-                    queue.reserve_ahead()
+                    queue.reserve_ahead(queue.reserve_requested)
                 except OSError as exc:  # StorageFull included: the writer meets it itself
                     log.debug("reserving ahead in %s failed: %s", queue.directory, exc)
                 finally:
-                    queue.reserve_requested = False
+                    queue.reserve_requested = -1
 
     def stop(self) -> None:
         self._stopping = True

@@ -63,7 +63,7 @@ def test_a_full_disk_stops_the_writer_before_its_reservation_ends(data_dir, monk
     q = s._partition("t", 0).queue
     batch = build_batch([b"v"])
     append(s, "t", 0, batch)
-    _wait_for(lambda: not q.reserve_requested)
+    _wait_for(lambda: q.reserve_requested < 0)
     full = True
     real = cq._allocate
 
@@ -91,6 +91,21 @@ def test_a_deleted_queue_gets_no_files_from_the_reserver(data_dir):
     q = s._partition("t", 0).queue
     append(s, "t", 0, build_batch([b"v"]))
     s.delete_topic("t")
-    q.reserve_ahead()  # what the thread would do if it still held the queue
+    q.reserve_ahead(q.reserved)  # what the thread would do if it still held a current request
     assert not q.directory.exists()
     s.close()
+
+
+def test_a_request_the_writer_has_overtaken_reserves_nothing(tmp_path):
+    """The thread may serve a request after the writer, reaching the end first, reserved for
+    itself: it then must not reserve (and create files) a further step ahead."""
+    q = cq.ConsumeQueue.create(tmp_path / "q", PER_FILE)
+    q.reserve(0, 7)
+    seen = q.reserved  # what a request made now would carry
+    q.reserve(14, 7)  # the writer crosses into the next file before the thread runs
+    q.reserve_ahead(seen)
+    assert sorted(p.name for p in (tmp_path / "q").iterdir()) == [f"{0:020d}", f"{PER_FILE:020d}"]
+    assert q.reserved == 2 * PER_FILE
+    q.reserve_ahead(q.reserved)  # a request that is still current is served
+    assert q.reserved == 3 * PER_FILE
+    assert (tmp_path / "q" / f"{2 * PER_FILE:020d}").exists()
