@@ -283,6 +283,8 @@ class Store:
             with self._lock:
                 self._registry.delete(name)  # UnknownTopic if there is none
                 doomed = self._parts.pop(name)
+                for part in doomed:  # an append that found one before the pop checks this
+                    part.queue.closed = True
             for part in doomed:
                 part.queue.delete()
             shutil.rmtree(self.root / "consumequeue" / name, ignore_errors=True)
@@ -337,6 +339,8 @@ class Store:
             keys = records.keyed_records(batch)
         with self._lock:
             q = part.queue
+            if q.closed:  # the topic was deleted after the lookup above, which takes no lock
+                raise self._missing(topic, partition)
             base = q.high_watermark
             now = _time_ns() // 1_000_000
             if now < self._last_ts:  # store timestamps never go back (an `if`: max() costs 0.08 us)

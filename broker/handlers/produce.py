@@ -21,7 +21,7 @@ from protocol.codec import Request
 from protocol.errors import ErrorCode
 from protocol.produce_response import encode_produce_response
 from protocol.record_batch import CODEC_ZSTD, InvalidBatch, stamp_log_append_time, validate_produce_records
-from store import StoreError
+from store import StoreError, UnknownPartition, UnknownTopic
 
 log = logging.getLogger("gregor.produce")
 ZSTD_MIN_PRODUCE_VERSION = 7  # KIP-110: zstd needs Produce v7+ and Fetch v10+
@@ -104,6 +104,8 @@ def _append_one(broker: Broker, topic: str, partition: int, records: bytes | Non
         stamp_log_append_time(batch, append_time)
     try:
         result = store.append(topic, partition, batch, header)
+    except (UnknownTopic, UnknownPartition):  # deleted by another client since the check above
+        return _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
     except StoreError as exc:  # StorageFull included
         return _error(ErrorCode.KAFKA_STORAGE_ERROR, log_start, str(exc)), None
     broker.producers.record(topic, partition, header, result.base_offset)

@@ -166,3 +166,19 @@ def test_adding_partitions_makes_their_files_and_keeps_the_old_ones(store, data_
     assert append(store, "grow", 4, build_batch([b"new"])).base_offset == 0
     assert store.high_watermark("grow", 1) == 1
     assert sorted(int(p.name) for p in (data_dir / "consumequeue" / "grow").iterdir()) == [0, 1, 2, 3, 4]
+
+
+def test_an_append_that_looked_its_partition_up_before_a_delete_is_refused(store):
+    """Appends find their partition without the append lock, so one can hold a partition a
+    concurrent delete_topic then removes: under the lock it must see that and refuse, not
+    write into a queue whose files are going away."""
+    store.create_topic("gone", 2, {})
+    batch = build_batch([b"v"])
+    append(store, "gone", 1, batch)
+    stale = store._parts["gone"]  # what such an append found
+    written = store._log.write_position
+    store.delete_topic("gone")
+    store._parts["gone"] = stale  # the append resumes with it, after the delete
+    with pytest.raises(UnknownTopic):
+        append(store, "gone", 1, batch)
+    assert store._log.write_position == written  # nothing reached the commitlog
