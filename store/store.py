@@ -427,6 +427,8 @@ class Store:
             if view is None:
                 if batches:
                     break
+                if q.closed:  # the topic was deleted meanwhile (closed before its files go)
+                    raise self._missing(topic, partition)
                 raise OffsetOutOfRange(f"{topic}-{partition} offset {offset} was deleted by retention")
             if batches and total + size > max_bytes:
                 break

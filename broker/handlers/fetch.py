@@ -17,7 +17,7 @@ from protocol.codec import Request
 from protocol.errors import ErrorCode
 from protocol.fetch_response import PartitionResult, encode_fetch_response, error_partition
 from protocol.record_batch import ATTRIBUTES_OFFSET, CODEC_MASK, CODEC_ZSTD
-from store import CorruptData, OffsetOutOfRange
+from store import CorruptData, OffsetOutOfRange, UnknownPartition, UnknownTopic
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 ZSTD_MIN_FETCH_VERSION = 10
@@ -69,6 +69,10 @@ def _read_all(broker: Broker, body, version: int):
                 else:
                     result = read_view(broker.store, view, meta.configs[TAG_HEADER], p.partition,
                                        p.fetch_offset, max(limit, 1))
+            except (UnknownTopic, UnknownPartition):  # deleted by another client since the check above
+                has_error = True
+                parts.append(error_partition(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, aborted=[]))
+                continue
             except OffsetOutOfRange:
                 has_error = True
                 parts.append(error_partition(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE))

@@ -182,3 +182,16 @@ def test_an_append_that_looked_its_partition_up_before_a_delete_is_refused(store
     with pytest.raises(UnknownTopic):
         append(store, "gone", 1, batch)
     assert store._log.write_position == written  # nothing reached the commitlog
+
+
+def test_a_read_that_looked_its_partition_up_before_a_delete_says_the_topic_is_gone(store):
+    """Reads take no lock; one that found a partition before a delete removed its files must
+    answer UnknownTopic, not 'deleted by retention' (which a fetch answers OFFSET_OUT_OF_RANGE,
+    making consumers reset their position)."""
+    store.create_topic("gone", 1, {})
+    append(store, "gone", 0, build_batch([b"v"]))
+    stale = store._parts["gone"]
+    store.delete_topic("gone")
+    store._parts["gone"] = stale
+    with pytest.raises(UnknownTopic):
+        store.read("gone", 0, 0, 1 << 20)
