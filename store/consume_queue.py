@@ -301,6 +301,9 @@ class ConsumeQueue:
             sync_mapping(_mmap_of(arr))
 
     def delete(self) -> None:
+        # Store.delete_topic has set `closed` already, under the append lock (not this one:
+        # the reserver holds this one through disk work). Taking it here waits out a
+        # reservation in progress, so no file is created after the directory is removed.
         with self._reserve_lock:
             self.closed = True
         self.files.clear()

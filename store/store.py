@@ -327,7 +327,7 @@ class Store:
     # ---- append ----------------------------------------------------------------------
     def append(self, topic: str, partition: int, batch: bytes | bytearray | memoryview,
                header: BatchHeader) -> AppendResult:
-        parts = self._parts.get(topic)
+        parts = self._parts.get(topic)  # _partition(), inlined: a call is ~0.1 us of an append
         if parts is None or not 0 <= partition < len(parts):
             raise self._missing(topic, partition)
         part = parts[partition]
