@@ -88,12 +88,12 @@ class Flusher:
         self._thread = threading.Thread(target=self._run, name="commitlog-flusher", daemon=True)
         self._thread.start()
 
-    def claim(self) -> FlushHandle:
-        """The handle for an append just written; call under the append lock."""
+    def claim(self, appends: int = 1) -> FlushHandle:
+        """The handle for `appends` appends just written; call under the append lock."""
         group = self.group
-        group.appends += 1
-        if group.appends == 1:
+        if group.appends == 0:
             self._wake.set()
+        group.appends += appends
         return group
 
     def _run(self) -> None:

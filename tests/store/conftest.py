@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.record_batch import parse_header
 from store import Store, StoreConfig
+from store.segment import AllocationFaults
 
 
 def build_batch(values: list[bytes], *, timestamps: list[int] | None = None,
@@ -28,6 +30,19 @@ def build_batch(values: list[bytes], *, timestamps: list[int] | None = None,
 
 def append(store: Store, topic: str, partition: int, batch: bytes):
     return store.append(topic, partition, batch, parse_header(batch))
+
+
+@contextmanager
+def disk_full(store: Store) -> Iterator[None]:
+    """Inside, creating a commitlog segment fails with ENOSPC, and none is made ahead: the
+    append that needs the next segment is the first to meet the full disk."""
+    AllocationFaults.enospc = True
+    try:
+        store._log.stop_allocator()
+        store._log._ahead = None
+        yield
+    finally:
+        AllocationFaults.enospc = False
 
 
 def segment_names(data_dir: Path) -> list[str]:

@@ -8,8 +8,8 @@ import pytest
 
 from store import StorageFull, Store, StoreError
 from store.flush import FlushHandle
-from store.segment import AllocationFaults, WriteBuffer
-from tests.store.conftest import append, build_batch, tiny_config
+from store.segment import WriteBuffer
+from tests.store.conftest import append, build_batch, disk_full, tiny_config
 
 
 def test_async_mode_returns_no_flush_handle(store):
@@ -103,10 +103,7 @@ def test_storage_full_at_allocation_then_resumes(data_dir):
     s = Store.open(data_dir, tiny_config())
     s.create_topic("t", 1, {})
     batch = build_batch([b"z" * 1000])
-    try:
-        AllocationFaults.enospc = True
-        s._log.stop_allocator()
-        s._log._ahead = None
+    with disk_full(s):
         appended = 0
         with pytest.raises(StorageFull):
             for _ in range(100):
@@ -118,8 +115,6 @@ def test_storage_full_at_allocation_then_resumes(data_dir):
         with pytest.raises(StorageFull):
             append(s, "t", 0, batch)
         assert s.high_watermark("t", 0) == hw
-    finally:
-        AllocationFaults.enospc = False
     r = append(s, "t", 0, batch)
     assert r.base_offset == hw
     assert len(s.read("t", 0, 0, 1 << 30).batches) == hw + 1
