@@ -21,7 +21,7 @@ from protocol.codec import Request
 from protocol.errors import ErrorCode
 from protocol.produce_response import encode_produce_response
 from protocol.record_batch import CODEC_ZSTD, InvalidBatch, stamp_log_append_time, validate_produce_records
-from store import StoreError, UnknownPartition, UnknownTopic
+from store import AppendResult, UnknownPartition, UnknownTopic
 
 log = logging.getLogger("gregor.produce")
 ZSTD_MIN_PRODUCE_VERSION = 7  # KIP-110: zstd needs Produce v7+ and Fetch v10+
@@ -42,11 +42,24 @@ async def handle_produce(broker: Broker, request: Request):
     elif body.acks not in (0, 1, -1):
         results = {key: _error(ErrorCode.INVALID_REQUIRED_ACKS) for key in wanted}
     else:
-        for (topic, partition), records in wanted.items():
-            result, handle = _append_one(broker, topic, partition, records, version)
-            results[(topic, partition)] = result
-            if handle is not None:
-                handles.append(handle)
+        # Check every partition's batch first, then append all that passed with one store
+        # call (one hold of the append lock, one fsync handle); a request holds at most one
+        # batch per partition, so no check depends on another partition's append.
+        accepted = []
+        results = dict.fromkeys(wanted)  # answers keep the request's order
+        for key, records in wanted.items():
+            checked = _check_one(broker, key[0], key[1], records, version)
+            if checked.__class__ is tuple:
+                results[key] = checked
+            else:
+                accepted.append(checked)
+        if accepted:
+            appended = broker.store.append_many([(a.topic, a.partition, a.batch, a.header) for a in accepted])
+            for a, result in zip(accepted, appended):
+                results[(a.topic, a.partition)] = _appended(broker, a, result)
+                if result.__class__ is AppendResult and result.flush is not None \
+                        and (not handles or handles[-1] is not result.flush):
+                    handles.append(result.flush)
     if body.acks == 0:
         return None
     response = _response(version, results)
@@ -74,42 +87,57 @@ def _error(code: ErrorCode, log_start: int = -1, message: str | None = None) -> 
     return code, -1, -1, log_start, message
 
 
-def _append_one(broker: Broker, topic: str, partition: int, records: bytes | None, version: int):
+@dataclass(slots=True)
+class _Accepted:
+    """A partition's batch that passed its checks and goes to the store."""
+
+    topic: str
+    partition: int
+    batch: bytes | bytearray
+    header: Any
+    append_time: int
+    log_start: int
+
+
+def _check_one(broker: Broker, topic: str, partition: int, records: bytes | None, version: int):
+    """The partition's answer if it is refused or a duplicate (a tuple), else an _Accepted."""
     meta = broker.topic(topic)
     if meta is None or not 0 <= partition < meta.partitions:
-        return _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
+        return _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if meta.configs.get("view.source"):
-        return _error(ErrorCode.INVALID_REQUEST, message=f"topic {topic} is a read-only view"), None
-    store = broker.store
-    log_start = store.log_start_offset(topic, partition)
+        return _error(ErrorCode.INVALID_REQUEST, message=f"topic {topic} is a read-only view")
+    log_start = broker.store.log_start_offset(topic, partition)
     try:
         header = validate_produce_records(records, broker.max_message_bytes(meta))
     except InvalidBatch as exc:
         # Kafka answers a refused batch with no message and log_start_offset -1; the reason goes to the log.
         log.info("refused batch for %s-%d: %s", topic, partition, exc)
-        return _error(exc.error_code, log_start if exc.record_level else -1), None
+        return _error(exc.error_code, log_start if exc.record_level else -1)
     if header.compression == CODEC_ZSTD and version < ZSTD_MIN_PRODUCE_VERSION:
-        return _error(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE), None
+        return _error(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
     check = broker.producers.check(topic, partition, header)
     if check.verdict is Verdict.REJECT:
-        return _error(check.error, log_start), None
+        return _error(check.error, log_start)
     if check.verdict is Verdict.DUPLICATE:
         dup = check.duplicate_of
-        return (ErrorCode.NONE, dup.base_offset, dup.max_timestamp, log_start, None), None
+        return ErrorCode.NONE, dup.base_offset, dup.max_timestamp, log_start, None
     append_time = -1
     batch = records
     if broker.log_append_time(meta):
         append_time = int(time.time() * 1000)
         batch = bytearray(records)
         stamp_log_append_time(batch, append_time)
-    try:
-        result = store.append(topic, partition, batch, header)
-    except (UnknownTopic, UnknownPartition):  # deleted by another client since the check above
-        return _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
-    except StoreError as exc:  # StorageFull included
-        return _error(ErrorCode.KAFKA_STORAGE_ERROR, log_start, str(exc)), None
-    broker.producers.record(topic, partition, header, result.base_offset)
-    return (ErrorCode.NONE, result.base_offset, append_time, log_start, None), result.flush
+    return _Accepted(topic, partition, batch, header, append_time, log_start)
+
+
+def _appended(broker: Broker, a: _Accepted, result) -> tuple:
+    """The partition's answer from its store result (an AppendResult or a StoreError)."""
+    if result.__class__ is not AppendResult:
+        if isinstance(result, (UnknownTopic, UnknownPartition)):  # deleted by another client since the check
+            return _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return _error(ErrorCode.KAFKA_STORAGE_ERROR, a.log_start, str(result))  # StorageFull included
+    broker.producers.record(a.topic, a.partition, a.header, result.base_offset)
+    return ErrorCode.NONE, result.base_offset, a.append_time, a.log_start, None
 
 
 async def wait_durable(handle, metrics: BrokerMetrics | None = None) -> None:

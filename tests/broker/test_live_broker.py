@@ -28,12 +28,12 @@ def produce(client, topic, records, partition=0, acks=1):
     return client.request(req).responses[0].partition_responses[0]
 
 
-def fetch(client, topic, offset, max_wait_ms=0, min_bytes=1):
+def fetch(client, topic, offset, max_wait_ms=0, min_bytes=1, partition=0):
     F = FetchRequest.FetchTopic
     req = FetchRequest[12](replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
                            isolation_level=0, session_id=0, session_epoch=-1,
                            topics=[F(topic=topic, partitions=[F.FetchPartition(
-                               partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                               partition=partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
                                log_start_offset=-1, partition_max_bytes=1 << 20)])],
                            forgotten_topics_data=[], rack_id="")
     return client.request(req).responses[0].partitions[0]
@@ -179,3 +179,27 @@ def test_large_fetch_of_many_batches_arrives_whole_and_in_order(gregor, topic_na
     while records.has_next():
         values.extend(r.value[:6] for r in records.next_batch())
     assert values == [b"%06d" % i for i in range(count)]
+
+
+def test_a_produce_request_for_many_partitions_is_answered_per_partition_in_order(gregor, topic_name):
+    """The handler appends a request's accepted batches with one store call; each partition
+    still gets its own answer, in the request's order, and a refused one stops no other."""
+    from kafka.protocol.admin import CreateTopicsRequest
+    client = WireClient(gregor)
+    C = CreateTopicsRequest.CreatableTopic
+    client.request(CreateTopicsRequest[5](topics=[C(name=topic_name, num_partitions=4, replication_factor=1,
+                                                    assignments=[], configs=[])],
+                                          timeout_ms=5000, validate_only=False))
+    corrupt = bytearray(batch(2))
+    corrupt[-1] ^= 0xFF  # the CRC no longer matches
+    T = ProduceRequest.TopicProduceData
+    sent = [(3, batch(2)), (9, batch(1)), (0, batch(3)), (1, bytes(corrupt)), (2, batch(1))]
+    for _ in range(2):  # the second request's offsets follow the first's
+        req = ProduceRequest[9](transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
+            T(name=topic_name, partition_data=[T.PartitionProduceData(index=p, records=r) for p, r in sent])])
+        answers = client.request(req).responses[0].partition_responses
+        assert [a.index for a in answers] == [3, 9, 0, 1, 2]
+        assert [a.error_code for a in answers] == [0, 3, 0, 2, 0]  # UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE
+    assert [a.base_offset for a in answers] == [2, -1, 3, -1, 1]
+    assert [fetch(client, topic_name, 0, partition=p).high_watermark for p in range(4)] == [6, 0, 2, 4]
+
