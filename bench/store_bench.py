@@ -36,8 +36,9 @@ THREADS = 16
 IN_FLIGHT = 5  # a Kafka producer's default max.in.flight.requests.per.connection
 # Batches per store call in the "produce request" column: the broker appends a request's
 # batches with one Store.append_many, and a request carries one batch per partition, so this
-# needs at least as many queues; 16 is a modest request for a producer writing to many
-# partitions (librdkafka and the Java client fill a request with every partition ready to send).
+# needs at least as many queues. The Java client and kafka-python put every partition of a
+# broker that has a batch ready into one request, so 16 is a modest one at many partitions;
+# librdkafka sends a request per partition (bench/run.py's load generator), one per call.
 REQUEST_BATCHES = 16
 START, END = "<!-- store_bench:start -->", "<!-- store_bench:end -->"
 
@@ -200,10 +201,11 @@ def render(rows: list[tuple[int, float, float | None, float]], group: dict, appe
     lines += [
         "",
         "Targets: 10,000 queues >= 80% of 1 queue and >= 50% of plain write(); sync >= 50% of async.",
-        (f"With one batch per call both sides of a ratio call the store alike; the {REQUEST_BATCHES}-per-call "
-         "column is the broker's path at many partitions. A one-partition producer's request carries one "
-         "batch, so its broker path is the one-per-call column at 1 queue, which is what that column's "
-         "last ratio divides by."),
+        (f"With one batch per call both sides of a ratio call the store alike. The {REQUEST_BATCHES}-per-call "
+         "column is the broker's path for producers that send many partitions per request (the Java "
+         "client, kafka-python); librdkafka sends one partition per request, which is the one-per-call "
+         "column. A one-partition producer's request carries one batch, so that column's last ratio "
+         "divides by the one-per-call figure at 1 queue."),
         "",
         "Notes: figures from a shared 2-CPU VM vary between runs; compare ratios within a run.",
         "Sync mode writes entries with pwrite() (an fdatasync after stores through the mapping took",
