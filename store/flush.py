@@ -88,13 +88,13 @@ class Flusher:
         self._thread = threading.Thread(target=self._run, name="commitlog-flusher", daemon=True)
         self._thread.start()
 
-    def claim(self, appends: int = 1) -> FlushHandle:
-        """The handle for `appends` appends just written; call under the append lock."""
+    def claim(self, appends: int) -> None:
+        """Count `appends` appends just written into the open group (`self.group`, their
+        handle); call under the append lock."""
         group = self.group
         if group.appends == 0:
             self._wake.set()
         group.appends += appends
-        return group
 
     def _run(self) -> None:
         while not self._stopping:

@@ -284,7 +284,7 @@ class Store:
             with self._lock:
                 self._registry.delete(name)  # UnknownTopic if there is none
                 doomed = self._parts.pop(name)
-                for part in doomed:  # an append that found one before the pop checks this
+                for part in doomed:  # a read that found one before the pop checks this
                     part.queue.closed = True
             for part in doomed:
                 part.queue.delete()
@@ -315,7 +315,7 @@ class Store:
 
     def _publish(self, meta: TopicMeta, queues: dict[int, ConsumeQueue]) -> None:
         """Make new partitions visible to appends and reads; call under the append lock.
-        The list is replaced, not grown in place: appends look partitions up without the lock."""
+        The list is replaced, not grown in place: reads look partitions up without the lock."""
         added = [Partition.of(meta, p, queues[p]) for p in sorted(queues)]  # the next numbers
         self._parts[meta.name] = self._parts.get(meta.name, []) + added
 
@@ -359,13 +359,13 @@ class Store:
             # the open group cannot change while the append lock is held; claimed below
             handle = self._flusher.group if self._sync else None
             for topic, partition, batch, header in items:
-                parts = parts_of(topic)  # _partition(), inlined: a call is ~0.1 us of an append
+                parts = parts_of(topic)  # _find(), inlined: a call is ~0.1 us of an append
                 if parts is None or not 0 <= partition < len(parts):
                     out.append(self._missing(topic, partition))
                     continue
                 part = parts[partition]
                 q = part.queue
-                if q.closed:  # a Partition held from before a delete_topic: refuse, write nothing
+                if q.closed:  # delete_topic unlists and closes under this lock; never write to a closed queue
                     out.append(self._missing(topic, partition))
                     continue
                 tags = keys = None  # per-record work, only for the topics that ask for it

@@ -55,11 +55,13 @@ async def handle_produce(broker: Broker, request: Request):
                 accepted.append(checked)
         if accepted:
             appended = broker.store.append_many([(a.topic, a.partition, a.batch, a.header) for a in accepted])
+            handle = None  # one flush handle covers every batch of the call (sync mode)
             for a, result in zip(accepted, appended):
                 results[(a.topic, a.partition)] = _appended(broker, a, result)
-                if result.__class__ is AppendResult and result.flush is not None \
-                        and (not handles or handles[-1] is not result.flush):
-                    handles.append(result.flush)
+                if result.__class__ is AppendResult:
+                    handle = result.flush
+            if handle is not None:
+                handles.append(handle)
     if body.acks == 0:
         return None
     response = _response(version, results)
