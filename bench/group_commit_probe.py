@@ -2,7 +2,7 @@
 own append, with the store's append taken out.
 
 The store's Flusher and FlushHandle as they are, and an "append" that is only a 1 KiB pwrite()
-(through ctypes, GIL kept, as sync mode writes) under a lock, so whatever the store adds can
+(the store's own WriteBuffer.pwrite: the GIL kept, as sync mode writes) under a lock, so whatever the store adds can
 only make the sync figure lower. Three variants, each against the same threads without
 waiting (async):
   - real fdatasync;
@@ -17,7 +17,6 @@ Prints MB/s; the figures are quoted in docs/benchmarks.md, which this does not r
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import sys
 import tempfile
@@ -27,26 +26,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.store_bench import THREADS, time_threads
 from store.flush import Flusher
+from store.segment import WriteBuffer, write_zeros
 
-THREADS = 16
-BATCH = b"x" * 1024
+BATCH_BYTES = 1024
 FILE_BYTES = 64 << 20
 SPIN_S = 200e-6
-
-_libc = ctypes.PyDLL(None, use_errno=True)
-_pwrite = _libc.pwrite
-_pwrite.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int64]
-_pwrite.restype = ctypes.c_ssize_t
 
 
 def run(path: Path, sync: bool, appends: int, fsync: bool = True, spin: bool = False) -> float:
     """MB/s of THREADS threads appending `appends` 1 KiB pwrites in all."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-    zeros = bytes(1 << 20)
-    for _ in range(FILE_BYTES // len(zeros)):  # zero-filled, as sync mode's segments are
-        os.write(fd, zeros)
-    os.fsync(fd)
+    write_zeros(fd, FILE_BYTES)  # as sync mode's segments are
+    batch = WriteBuffer(BATCH_BYTES)
     lock = threading.Lock()
     position = [0]
     flush = (lambda start, end: os.fdatasync(fd)) if fsync else (lambda start, end: None)
@@ -58,8 +51,8 @@ def run(path: Path, sync: bool, appends: int, fsync: bool = True, spin: bool = F
         barrier.wait()
         for _ in range(per_thread):
             with lock:
-                _pwrite(fd, BATCH, len(BATCH), position[0] % FILE_BYTES)
-                position[0] += len(BATCH)
+                batch.pwrite(fd, BATCH_BYTES, position[0] % FILE_BYTES)
+                position[0] += BATCH_BYTES
                 handle = flusher.group if sync else None
                 if sync:
                     flusher.claim(1)
@@ -70,17 +63,10 @@ def run(path: Path, sync: bool, appends: int, fsync: bool = True, spin: bool = F
                         os.sched_yield()
                 handle.wait()
 
-    threads = [threading.Thread(target=appender) for _ in range(THREADS)]
-    for th in threads:
-        th.start()
-    barrier.wait()
-    t0 = time.perf_counter()
-    for th in threads:
-        th.join()
-    elapsed = time.perf_counter() - t0
+    elapsed = time_threads([threading.Thread(target=appender) for _ in range(THREADS)], barrier)
     flusher.stop()
     os.close(fd)
-    return per_thread * THREADS * len(BATCH) / elapsed / 1e6
+    return per_thread * THREADS * BATCH_BYTES / elapsed / 1e6
 
 
 def main() -> None:

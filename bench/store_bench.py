@@ -30,6 +30,7 @@ from bench.docs_section import replace_section
 from protocol.record_batch import parse_header
 from store import Store, StoreConfig
 from store.limits import raise_open_file_limit
+from store.segment import write_zeros
 
 BATCH_BYTES = 1024
 QUEUE_COUNTS = (1, 100, 1_000, 10_000)
@@ -114,6 +115,31 @@ def store_appends(tmp: Path, batch: bytes, queues: int, appends: int, per_call: 
     return appends * len(batch) / elapsed / 1e6
 
 
+def time_threads(threads: list[threading.Thread], barrier: threading.Barrier) -> float:
+    """Start `threads`, release them together through `barrier` (theirs plus this one), and
+    return the seconds until the last one ends."""
+    for th in threads:
+        th.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for th in threads:
+        th.join()
+    return time.perf_counter() - t0
+
+
+def group_commit_result(store: Store, data: Path, written: int, elapsed: float) -> dict:
+    """MB/s and group-commit counts of a finished run; closes the store and deletes its data."""
+    commits, committed = store.group_commit_stats()
+    store.close()
+    shutil.rmtree(data)
+    return {"mbs": written / elapsed / 1e6,
+            "commits_per_s": commits / elapsed, "appends_per_commit": committed / commits if commits else 0.0}
+
+
+def median_run(runs: list[dict]) -> dict:
+    return sorted(runs, key=lambda r: r["mbs"])[len(runs) // 2]
+
+
 def threaded_appends(tmp: Path, batch: bytes, mode: str, appends: int, in_flight: int = 1,
                      skip_fsync: bool = False) -> dict:
     """THREADS appenders, each with at most `in_flight` appends not yet durable (1: every
@@ -144,19 +170,8 @@ def threaded_appends(tmp: Path, batch: bytes, mode: str, appends: int, in_flight
         while pending:
             pending.popleft().wait()
 
-    threads = [threading.Thread(target=run, args=(p,)) for p in range(THREADS)]
-    for th in threads:
-        th.start()
-    barrier.wait()
-    t0 = time.perf_counter()
-    for th in threads:
-        th.join()
-    elapsed = time.perf_counter() - t0
-    commits, committed = store.group_commit_stats()
-    store.close()
-    shutil.rmtree(data)
-    return {"mbs": per_thread * THREADS * len(batch) / elapsed / 1e6,
-            "commits_per_s": commits / elapsed, "appends_per_commit": committed / commits if commits else 0.0}
+    elapsed = time_threads([threading.Thread(target=run, args=(p,)) for p in range(THREADS)], barrier)
+    return group_commit_result(store, data, per_thread * THREADS * len(batch), elapsed)
 
 
 def loop_appends(tmp: Path, batch: bytes, mode: str, appends: int) -> dict:
@@ -176,12 +191,13 @@ def loop_appends(tmp: Path, batch: bytes, mode: str, appends: int) -> dict:
     runnable = list(range(THREADS))
     t0 = time.perf_counter()
     while left > 0:
-        for p in runnable[:left]:
+        runnable = runnable[:left]
+        for p in runnable:
             handle = append("t", p, batch, header).flush
             if handle is not None:
                 waiting += 1
                 handle.add_done_callback(callbacks[p])
-        left -= min(len(runnable), left)
+        left -= len(runnable)
         if waiting:  # sync: sleep until a group completes, then run every appender it released
             runnable = [ready.get()]
             while not ready.empty():
@@ -190,12 +206,7 @@ def loop_appends(tmp: Path, batch: bytes, mode: str, appends: int) -> dict:
     while waiting:
         ready.get()
         waiting -= 1
-    elapsed = time.perf_counter() - t0
-    commits, committed = store.group_commit_stats()
-    store.close()
-    shutil.rmtree(data)
-    return {"mbs": appends * len(batch) / elapsed / 1e6,
-            "commits_per_s": commits / elapsed, "appends_per_commit": committed / commits if commits else 0.0}
+    return group_commit_result(store, data, appends * len(batch), time.perf_counter() - t0)
 
 
 def fsync_ceiling(tmp: Path, batch: bytes, rounds: int = 2_000) -> dict:
@@ -206,10 +217,7 @@ def fsync_ceiling(tmp: Path, batch: bytes, rounds: int = 2_000) -> dict:
     path = tmp / "fsync-ceiling"
     chunk = batch * THREADS
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-    zeros = bytes(1 << 20)
-    for _ in range(len(chunk) * rounds // len(zeros) + 1):
-        os.write(fd, zeros)
-    os.fsync(fd)
+    write_zeros(fd, len(chunk) * rounds)
     t0 = time.perf_counter()
     for i in range(rounds):
         os.pwrite(fd, chunk, i * len(chunk))
@@ -338,17 +346,17 @@ def main() -> None:
                                            ("sync_no_fsync", "sync", 1, True)):
             runs = [threaded_appends(tmp_path, batch, mode, args.appends // 2, in_flight, skip)
                     for _ in range(args.repeat)]
-            group[key] = sorted(runs, key=lambda r: r["mbs"])[len(runs) // 2]
+            group[key] = median_run(runs)
             g = group[key]
             print(f"{THREADS} threads, {key}: {g['mbs']:.1f} MB/s, {g['appends_per_commit']:.1f} appends per fsync",
                   flush=True)
         for key, mode in (("loop_async", "async"), ("loop_sync", "sync")):
             runs = [loop_appends(tmp_path, batch, mode, args.appends // 2) for _ in range(args.repeat)]
-            group[key] = sorted(runs, key=lambda r: r["mbs"])[len(runs) // 2]
+            group[key] = median_run(runs)
             print(f"{THREADS} appenders on one thread, {mode}: {group[key]['mbs']:.1f} MB/s, "
                   f"{group[key]['appends_per_commit']:.1f} appends per fsync", flush=True)
         runs = [fsync_ceiling(tmp_path, batch) for _ in range(args.repeat)]
-        group["fsync_ceiling"] = ceiling = sorted(runs, key=lambda r: r["mbs"])[len(runs) // 2]
+        group["fsync_ceiling"] = ceiling = median_run(runs)
         print(f"disk ceiling, {THREADS} KiB per fdatasync: {ceiling['fsyncs_per_s']:,.0f}/s, {ceiling['mbs']:.1f} MB/s")
         print(f"sync / async: {group['sync']['mbs'] / group['async']['mbs']:.0%}, pipelined "
               f"{group['sync_pipelined']['mbs'] / group['async']['mbs']:.0%}, one thread "

@@ -75,7 +75,7 @@ def segment_name(start: int) -> str:
 _ZEROS = bytes(1 << 20)
 
 
-def _write_zeros(fd: int, size: int) -> None:
+def write_zeros(fd: int, size: int) -> None:
     """Overwrite the allocated file with real zeros (RocketMQ's warm-up): fallocate leaves
     unwritten extents, and converting them makes every later fdatasync commit the journal.
     Runs in the allocator thread; os.pwrite releases the GIL."""
@@ -123,7 +123,7 @@ class Segment:
             fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
             os.posix_fallocate(fd, 0, size)
             if prezero:
-                _write_zeros(fd, size)
+                write_zeros(fd, size)
             os.rename(tmp, path)
         except OSError as exc:
             if fd >= 0:
