@@ -1,8 +1,11 @@
-"""The broker under test and the clients that drive it.
+"""The brokers under test and the clients that drive them.
 
-The broker is `--bootstrap HOST:PORT`, else $GREGOR_BOOTSTRAP, else a fresh Gregor started
-here for the session (auto-create off, no initial rebalance delay). Scenarios may assume
-nothing else about it: what they need (topics, configs) they create through Kafka APIs.
+The broker is `--bootstrap HOST:PORT` (or $GREGOR_BOOTSTRAP); without one, every scenario runs
+twice, against a fresh Gregor and against a real Apache Kafka 3.9 (tests/oracle), both started
+here for the session with the same settings (auto-create off, no initial rebalance delay).
+Scenarios may assume nothing else about a broker: what they need (topics, configs) they create
+through Kafka APIs. Where the two brokers knowingly differ, KNOWN_DIFFERENCES marks the cell a
+strict xfail with its reason, so a difference that goes away fails the suite too.
 
 Whether the broker is Gregor is detected, not configured: DescribeConfigs on the broker
 resource lists `commitlog.segment.bytes`, a setting only Gregor has (Kafka's is
@@ -33,12 +36,14 @@ from compat_tests.clients import (
     make_client,
 )
 from tests.conftest import BrokerProcess, start_broker
+from tests.oracle.kafka_broker import KafkaBroker, KafkaUnavailable
 
-GREGOR_SETTINGS = {
-    "auto.create.topics.enable": "false",
-    "group.initial.rebalance.delay.ms": "0",
-    "commitlog.segment.bytes": str(64 << 20),
-}
+SHARED_SETTINGS = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0"}
+GREGOR = "gregor"
+KAFKA = "apache-kafka"
+
+# (scenario function, broker) -> why that broker's answer differs from the other's.
+KNOWN_DIFFERENCES: dict[tuple[str, str], str] = {}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -48,11 +53,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.is_relative_to(os.path.dirname(__file__)):
-            item.add_marker(pytest.mark.compat)
+        if not item.path.is_relative_to(os.path.dirname(__file__)):
+            continue
+        item.add_marker(pytest.mark.compat)
+        broker = getattr(item, "callspec", None) and item.callspec.params.get("target")
+        reason = KNOWN_DIFFERENCES.get((item.originalname, broker))
+        if reason:
+            item.add_marker(pytest.mark.xfail(reason=f"known difference on {broker}: {reason}", strict=True))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "target" in metafunc.fixturenames:
+        given = metafunc.config.getoption("--bootstrap") or os.environ.get("GREGOR_BOOTSTRAP")
+        brokers = ["given"] if given else [GREGOR, KAFKA]
+        metafunc.parametrize("target", brokers, indirect=True, scope="session")
     if "client_name" in metafunc.fixturenames:
         metafunc.parametrize("client_name", CLIENT_NAMES)
 
@@ -74,7 +88,7 @@ class Target:
     is_gregor: bool
     auto_create: bool | None  # auto.create.topics.enable as the broker reports it
     broker_count: int
-    process: BrokerProcess | None = None
+    process: BrokerProcess | KafkaBroker | None = None
 
 
 def _describe_target(bootstrap: str, process: BrokerProcess | None) -> Target:
@@ -93,11 +107,18 @@ def _describe_target(bootstrap: str, process: BrokerProcess | None) -> Target:
 
 @pytest.fixture(scope="session")
 def target(request, tmp_path_factory) -> Target:
-    bootstrap = request.config.getoption("--bootstrap") or os.environ.get("GREGOR_BOOTSTRAP")
-    if bootstrap:
+    if request.param == "given":
+        bootstrap = request.config.getoption("--bootstrap") or os.environ.get("GREGOR_BOOTSTRAP")
         yield _describe_target(bootstrap, None)
         return
-    process = start_broker(tmp_path_factory.mktemp("compat"), "gregor", **GREGOR_SETTINGS)
+    if request.param == GREGOR:
+        process = start_broker(tmp_path_factory.mktemp("compat"), "gregor", **SHARED_SETTINGS)
+    else:
+        try:
+            process = KafkaBroker(tmp_path_factory.mktemp("compat") / "kafka", SHARED_SETTINGS)
+        except KafkaUnavailable as e:
+            pytest.skip(f"NOT RUN against Apache Kafka: {e}")
+        process.start()
     try:
         yield _describe_target(process.bootstrap, process)
     finally:

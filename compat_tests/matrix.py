@@ -1,10 +1,11 @@
-"""Run compat_tests and regenerate the scenario x client matrix in docs/compatibility.md.
+"""Run compat_tests and regenerate the scenario x client x broker matrix in docs/compatibility.md.
 
-    .venv/bin/python -m compat_tests.matrix                      # fresh Gregor, rewrites the doc
-    .venv/bin/python -m compat_tests.matrix --bootstrap H:P --out kafka-matrix.md
+    .venv/bin/python -m compat_tests.matrix                      # fresh Gregor and Apache Kafka, rewrites the doc
+    .venv/bin/python -m compat_tests.matrix --bootstrap H:P --out other-matrix.md
 
-A pytest plugin records every test's outcome by (scenario, client); a skip is a cell of its own,
-with its reason as a footnote, never dropped. The doc's text outside the markers is left alone.
+A pytest plugin records every test's outcome by (scenario, client, broker); a skip is a cell of
+its own, with its reason as a footnote, never dropped, and so is a known difference (xfail). The
+doc's text outside the markers is left alone.
 """
 
 from __future__ import annotations
@@ -25,23 +26,28 @@ START, END = "<!-- matrix:start -->", "<!-- matrix:end -->"
 
 class MatrixPlugin:
     def __init__(self) -> None:
-        self.cells: dict[tuple[str, str], tuple[str, str]] = {}  # (scenario, client) -> (outcome, reason)
-        self.where: dict[str, tuple[str, str]] = {}
+        # (scenario, client, broker) -> (outcome, reason)
+        self.cells: dict[tuple[str, str, str], tuple[str, str]] = {}
+        self.where: dict[str, tuple[str, str, str]] = {}
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
             params = dict(getattr(item, "callspec", None).params) if hasattr(item, "callspec") else {}
             client = params.pop("client_name", "-")
+            broker = params.pop("target", "-")
             module = item.path.stem.removeprefix("test_")
             extra = "-".join(str(v) if len(str(v)) <= 30 else f"{len(str(v))} chars" for v in params.values())
             scenario = f"{module}: {item.originalname.removeprefix('test_')}" + (f" [{extra}]" if extra else "")
-            self.where[item.nodeid] = (scenario, client)
+            self.where[item.nodeid] = (scenario, client, broker)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         key = self.where.get(report.nodeid)
         if key is None:
             return
-        if report.skipped:
+        if hasattr(report, "wasxfail"):
+            if report.when == "call" or report.skipped:
+                self.cells[key] = ("known", report.wasxfail)
+        elif report.skipped:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
             self.cells[key] = ("skip", reason.removeprefix("Skipped: "))
         elif report.failed:
@@ -50,30 +56,40 @@ class MatrixPlugin:
             self.cells[key] = ("pass", "")
 
 
-def render(cells: dict[tuple[str, str], tuple[str, str]], broker: str) -> str:
+BROKER_TITLES = {"gregor": "Gregor", "apache-kafka": "Apache Kafka", "given": "the given broker"}
+
+
+def render(cells: dict[tuple[str, str, str], tuple[str, str]], where: str) -> str:
     clients = [c for c in CLIENT_NAMES if any(k[1] == c for k in cells)]
-    scenarios = sorted({s for s, _ in cells})
+    brokers = [b for b in BROKER_TITLES if any(k[2] == b for k in cells)]
+    scenarios = sorted({s for s, _, _ in cells})
     reasons: dict[str, int] = {}
-    lines = [f"| scenario | {' | '.join(clients)} | Apache Kafka |", "|---" * (len(clients) + 2) + "|"]
+    lines = [f"| scenario | {' | '.join(clients)} |", "|---" * (len(clients) + 1) + "|"]
     for scenario in scenarios:
         row = []
         for client in clients:
-            outcome, reason = cells.get((scenario, client), ("–", ""))
-            if outcome == "skip":
-                note = reasons.setdefault(reason, len(reasons) + 1)
-                outcome = f"skip [{note}]"
-            row.append(outcome)
-        lines.append(f"| {scenario} | {' | '.join(row)} | not run here |")
-    counts = Counter(outcome for outcome, _ in cells.values())
-    summary = (f"{len(cells)} scenario×client cells against {broker}: {counts['pass']} pass, "
-               f"{counts['FAIL']} fail, {counts['skip']} skip.")
+            outcomes = []
+            for broker in brokers:
+                outcome, reason = cells.get((scenario, client, broker), ("–", ""))
+                if outcome in ("skip", "known"):
+                    outcome = f"{outcome} [{reasons.setdefault(reason, len(reasons) + 1)}]"
+                outcomes.append(outcome)
+            row.append(" / ".join(outcomes))
+        lines.append(f"| {scenario} | {' | '.join(row)} |")
+    summary = []
+    for broker in brokers:
+        counts = Counter(outcome for (_, _, b), (outcome, _) in cells.items() if b == broker)
+        summary.append(f"- {BROKER_TITLES[broker]}: {sum(counts.values())} scenario×client cells, "
+                       f"{counts['pass']} pass, {counts['FAIL']} fail, {counts['known']} known difference, "
+                       f"{counts['skip']} skip.")
+    legend = f"Each cell reads {' / '.join(BROKER_TITLES[b] for b in brokers)} ({where})."
     notes = [f"{n}. {reason}" for reason, n in reasons.items()]
-    return "\n".join([summary, "", *lines, "", "Skip reasons:", "", *notes])
+    return "\n".join([*summary, "", legend, "", *lines, "", "Skip reasons and known differences:", "", *notes])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap", help="broker under test (default: a fresh Gregor)")
+    parser.add_argument("--bootstrap", help="broker under test (default: a fresh Gregor and a fresh Apache Kafka)")
     parser.add_argument("--out", type=Path, default=DOC, help="file whose matrix section is rewritten")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments, after --")
     args = parser.parse_args(argv)
@@ -82,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.bootstrap:
         pytest_args += ["--bootstrap", args.bootstrap]
     rc = pytest.main(pytest_args, plugins=[plugin])
-    broker = args.bootstrap or "a fresh Gregor"
-    table = render(plugin.cells, broker)
+    where = args.bootstrap or "both started by the run on this machine"
+    table = render(plugin.cells, where)
     text = args.out.read_text() if args.out.exists() else f"{START}\n{END}\n"
     head, rest = text.split(START, 1)
     tail = rest.split(END, 1)[1]

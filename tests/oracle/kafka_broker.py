@@ -1,0 +1,204 @@
+"""A real Apache Kafka broker beside Gregor: single-node KRaft, loopback only, data in a temp dir.
+
+Its jars come from Maven Central through tests/oracle/pom.xml, resolved by bin/setup-kafka into
+.cache/kafka/<version>/ (the directory holds `.resolved` once the copy is complete). Used by the
+pytest fixtures (compat_tests, conformance, Spark) and by bench/run.py. Only the process started
+here is ever signalled, by its PID: SIGTERM, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+KAFKA_VERSION = os.environ.get("GREGOR_KAFKA_VERSION", "3.9.0")
+ARTIFACT = "org.apache.kafka:kafka_2.13"
+
+# What Apache Kafka's own bin/kafka-run-class.sh and kafka-server-start.sh give the JVM.
+JVM_OPTS = ["-server", "-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+            "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+            "-Djava.awt.headless=true"]
+
+# A single node cannot hold the internal topics at Kafka's default replication factor of 3.
+SINGLE_NODE = {
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+}
+
+LOG4J = """\
+log4j.rootLogger={level}, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File={path}
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+"""
+
+
+class KafkaUnavailable(RuntimeError):
+    """Kafka's jars are not in .cache: the reason names the artifact and the setup log."""
+
+
+def kafka_libs(version: str = KAFKA_VERSION) -> Path:
+    libs = ROOT / ".cache" / "kafka" / version
+    if not (libs / ".resolved").exists():
+        log = ROOT / ".cache" / "kafka" / f"{version}.log"
+        why = log.read_text(errors="replace")[-600:] if log.exists() else "bin/setup-kafka has not run"
+        raise KafkaUnavailable(f"Apache Kafka {ARTIFACT}:{version} is not resolved into {libs} "
+                               f"(bin/setup-kafka, from Maven Central): {why.strip()}")
+    return libs
+
+
+def cluster_id() -> str:
+    """A KRaft cluster id: a random UUID in Kafka's URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def free_port() -> int:
+    """A port the OS hands out now; Kafka's KRaft voters need fixed ports, so port 0 cannot be passed."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class KafkaBroker:
+    """One Kafka 3.9 process (broker and controller in one, as the reference recordings were made)."""
+
+    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None,
+                 version: str = KAFKA_VERSION, log_level: str = "WARN") -> None:
+        self.libs = kafka_libs(version)
+        self.version = version
+        self.data_dir = data_dir
+        self.settings = dict(settings or {})
+        self.log_level = log_level
+        self.proc: subprocess.Popen | None = None
+        self.port = 0
+        self.log_path = data_dir / "server.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def _java(self, main: str, *args: str, jvm: list[str] | None = None) -> list[str]:
+        return ["java", *(jvm or []), f"-Dlog4j.configuration=file:{self.data_dir / 'log4j.properties'}",
+                "-cp", f"{self.libs}/*", main, *args]
+
+    def _configure(self) -> Path:
+        self.port, controller = free_port(), free_port()
+        config = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{controller}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(self.data_dir / "logs"),
+            **SINGLE_NODE,
+            **self.settings,
+        }
+        path = self.data_dir / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
+        return path
+
+    def start(self, timeout: float = 90.0) -> str:
+        """Format a fresh KRaft storage dir, start the broker, return once it answers Metadata."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        (self.data_dir / "log4j.properties").write_text(LOG4J.format(level=self.log_level, path=self.log_path))
+        for attempt in range(3):  # a port handed out by the OS can be taken again before Kafka binds it
+            config = self._configure()
+            subprocess.run(self._java("kafka.tools.StorageTool", "format", "--ignore-formatted",
+                                      "-t", cluster_id(), "-c", str(config)),
+                           check=True, capture_output=True, timeout=120)
+            with open(self.data_dir / "stdout.log", "ab") as out:
+                self.proc = subprocess.Popen(self._java("kafka.Kafka", str(config), jvm=JVM_OPTS),
+                                             stdout=out, stderr=subprocess.STDOUT, cwd=self.data_dir)
+            deadline = time.monotonic() + timeout
+            if self._wait_ready(timeout) and self._warm_up(deadline):
+                return self.bootstrap
+            self.stop()
+            if "Address already in use" not in self.log():
+                break
+        raise RuntimeError(f"Kafka {self.version} did not start within {timeout}s:\n{self.log()[-3000:]}")
+
+    def _wait_ready(self, timeout: float) -> bool:
+        from kafka import KafkaAdminClient
+        from kafka.errors import RetriableError
+
+        not_yet = (RetriableError, OSError)  # not listening yet, or not yet registered with its controller
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000)
+            except not_yet:
+                time.sleep(0.25)
+                continue
+            try:
+                if admin.describe_cluster()["brokers"]:
+                    return True
+            except not_yet:
+                time.sleep(0.25)
+            finally:
+                admin.close()
+        return False
+
+    def _warm_up(self, deadline: float) -> bool:
+        """Wait until the group coordinator and producer-id allocation answer, as on a broker that has
+        been running (the reference recordings' broker): a fresh one answers COORDINATOR_NOT_AVAILABLE
+        until it has created and loaded __consumer_offsets, and COORDINATOR_LOAD_IN_PROGRESS to
+        InitProducerId for a moment after start."""
+        from kafka.protocol.metadata import FindCoordinatorRequest
+        from kafka.protocol.producer import InitProducerIdRequest
+
+        from tests.broker.wire import WireClient
+
+        client = WireClient(self.bootstrap)
+        try:
+            while time.monotonic() < deadline:
+                found = client.request(FindCoordinatorRequest[1](key="oracle-warm-up", key_type=0))
+                producer = client.request(InitProducerIdRequest[1](transactional_id=None,
+                                                                   transaction_timeout_ms=60000))
+                if found.error_code == 0 and producer.error_code == 0:
+                    return True
+                time.sleep(0.2)
+            return False
+        finally:
+            client.close()
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def log(self) -> str:
+        text = ""
+        for path in (self.data_dir / "stdout.log", self.log_path):
+            if path.exists():
+                text += path.read_text(errors="replace")
+        return text
