@@ -7,7 +7,7 @@ import pytest
 
 from broker.cli import build_parser, config_from_args
 from broker.config import ConfigError
-from tests.conftest import ROOT
+from tests.conftest import ROOT, TEST_SEGMENT_BYTES
 
 
 def parse(*argv):
@@ -54,7 +54,9 @@ def test_a_fatal_signal_leaves_every_threads_stack_in_the_log(tmp_path):
     err = tmp_path / "stderr"
     with open(err, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "broker", "serve", "--data-dir", str(tmp_path / "data"),
-                                 "--host", "127.0.0.1", "--port", "0"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                 "--host", "127.0.0.1", "--port", "0",
+                                 "--set", f"commitlog.segment.bytes={TEST_SEGMENT_BYTES}"], cwd=ROOT,
+                                stdout=subprocess.DEVNULL,
                                 stderr=out)
     try:
         deadline = time.monotonic() + 60

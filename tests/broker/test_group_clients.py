@@ -51,11 +51,22 @@ def consumer(bootstrap: str, group: str, topic: str | None = None, client_id: st
 
 
 class Member(threading.Thread):
-    """One group member: poll, record, commit synchronously, repeat until told to stop."""
+    """One group member: poll, record, commit synchronously, repeat until told to stop.
 
-    def __init__(self, bootstrap: str, group: str, topic: str, name: str, seen: list) -> None:
+    Each poll may wait POLL_MS, long enough for a whole rebalance to complete inside one poll (it
+    returns early once records arrive). kafka-python 3.0.12 drops a JoinGroup/SyncGroup that finishes
+    after its poll() timed out and joins again (coordinator/base.py, join_group_async replaces a
+    finished _join_task instead of reading it); with short polls on a loaded machine the leader then
+    rejoins after every generation and the group never settles.
+    """
+
+    POLL_MS = 3000
+
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str, seen: list,
+                 listener=None, **extra) -> None:
         super().__init__(name=name, daemon=True)
-        self.consumer = consumer(bootstrap, group, topic, client_id=name)
+        self.consumer = consumer(bootstrap, group, client_id=name, **extra)
+        self.consumer.subscribe([topic], listener=listener)
         self.seen = seen
         self.stop_event = threading.Event()
         self.assigned: set[int] = set()
@@ -64,15 +75,20 @@ class Member(threading.Thread):
     def run(self) -> None:
         try:
             while not self.stop_event.is_set():
-                batches = self.consumer.poll(timeout_ms=200)
+                batches = self.consumer.poll(timeout_ms=self.POLL_MS)
                 for records in batches.values():
                     self.seen.extend((self.name, r.partition, r.offset, r.value) for r in records)
                 if batches:
                     self.consumer.commit()
                 self.assigned = {tp.partition for tp in self.consumer.assignment()}
-            self.consumer.close()  # leaves the group
+            self.consumer.close()  # leaves the group (a static member stays in it)
         except Exception as exc:  # noqa: BLE001 - reported by the test thread
             self.error = exc
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(self.POLL_MS / 1000 + 15)
+        assert not self.is_alive() and self.error is None, f"{self.name} did not stop cleanly: {self.error!r}"
 
 
 def wait_for(condition, timeout: float, what: str, members: list[Member] = ()) -> None:
@@ -277,30 +293,29 @@ def test_static_member_restarting_within_its_session_gets_its_partitions_back_wi
 
     bootstrap = fresh_broker(**SETTINGS).bootstrap
     create_topic(bootstrap, topic_name)
+    produce(bootstrap, topic_name, 0, PARTITIONS)  # records end each member's first poll after it joins
+    seen: list = []
 
-    def static(instance: str, listener=None) -> KafkaConsumer:
-        c = consumer(bootstrap, "static", None, client_id=instance, group_instance_id=instance)
-        c.subscribe([topic_name], listener=listener)
-        return c
+    def static(instance: str, listener=None) -> Member:
+        member = Member(bootstrap, "static", topic_name, instance, seen, listener, group_instance_id=instance)
+        member.start()
+        return member
 
     a, b = static("host-a"), static("host-b", Revocations())
-
-    def poll_both(until, what: str, members) -> None:
-        deadline = time.monotonic() + 30
-        while not until():
-            assert time.monotonic() < deadline, f"timed out waiting for {what}"
-            for c in members:
-                c.poll(timeout_ms=50)
-
-    poll_both(lambda: len(a.assignment()) + len(b.assignment()) == PARTITIONS and a.assignment() and b.assignment(),
-              "a two-way split", (a, b))
-    before_a, before_b, revoked = set(a.assignment()), set(b.assignment()), Revocations.count
-    a.close()  # a static member does not leave the group on close
-    again = static("host-a")
+    members = [a, b]
     try:
-        poll_both(lambda: again.assignment(), "the restarted member's assignment", (again, b))
-        assert set(again.assignment()) == before_a
-        assert set(b.assignment()) == before_b and Revocations.count == revoked
+        wait_for(lambda: a.assigned and b.assigned and len(a.assigned | b.assigned) == PARTITIONS
+                 and not a.assigned & b.assigned, 30, "a two-way split", members)
+        before_a, before_b, revoked = set(a.assigned), set(b.assigned), Revocations.count
+        members.remove(a)
+        a.stop()  # a static member does not leave the group on close
+        again = static("host-a")
+        members.append(again)
+        wait_for(lambda: again.assigned, 30, "the restarted member's assignment", members)
+        assert again.assigned == before_a
+        assert b.assigned == before_b and Revocations.count == revoked
     finally:
-        again.close()
-        b.close()
+        for m in members:
+            m.stop_event.set()
+        for m in members:
+            m.join(Member.POLL_MS / 1000 + 15)

@@ -17,6 +17,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.record_batch import parse_header
 from store import Store, StoreConfig
+from tests.conftest import TEST_SEGMENT_BYTES
 
 TAG = "tag"
 
@@ -72,6 +73,7 @@ def admin_broker(tmp_path_factory) -> Iterator[AdminBroker]:
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "broker", "serve", "--data-dir", str(tmp / "data"),
                                  "--port", "0", "--admin-port", "0", "--set", "group.initial.rebalance.delay.ms=0",
+                                 "--set", f"commitlog.segment.bytes={TEST_SEGMENT_BYTES}",
                                  "--log-level", "INFO"], cwd=ROOT, stdout=log, stderr=log)
     try:
         deadline = time.monotonic() + 30
