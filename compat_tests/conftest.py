@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import shutil
 import time
 from dataclasses import dataclass
 
@@ -123,6 +124,7 @@ def target(request, tmp_path_factory) -> Target:
         yield _describe_target(process.bootstrap, process)
     finally:
         process.stop()
+        shutil.rmtree(process.data_dir, ignore_errors=True)
 
 
 @pytest.fixture

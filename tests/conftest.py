@@ -43,6 +43,7 @@ class BrokerProcess:
         log = open(self.log_path, "ab")
         seen = self.log_path.stat().st_size
         self.proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=log)
+        _running.append(self)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             text = self.log_path.read_bytes()[seen:].decode(errors="replace")
@@ -64,10 +65,25 @@ class BrokerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self in _running:
+            _running.remove(self)
         return self.proc.returncode
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path else ""
+
+
+_running: list[BrokerProcess] = []  # started and not stopped yet
+
+
+@pytest.fixture(autouse=True)
+def _no_broker_outlives_its_test():
+    """A broker a test started and did not stop (it failed half-way) is stopped when the test ends;
+    brokers of module and session fixtures were started before this runs and are left alone."""
+    before = list(_running)
+    yield
+    for broker in [b for b in _running if b not in before]:
+        broker.stop(signal.SIGKILL)
 
 
 # Test brokers use small segments: each broker preallocates its active and next segment, and a

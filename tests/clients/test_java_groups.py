@@ -9,6 +9,7 @@ import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from compat_tests.clients import kafka_python
 from compat_tests.clients.java import _Member, java_command, require_java
 
 pytestmark = pytest.mark.clients
@@ -29,6 +30,11 @@ def _wait(condition, what: str, timeout: float = 60.0) -> None:
             return
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> int:
+    offsets = kafka_python.Client(bootstrap).committed(group, topic, range(PARTITIONS))
+    return sum(offset for offset in offsets.values() if offset > 0)
 
 
 def _produce(bootstrap: str, topic: str, prefix: bytes, count: int) -> None:
@@ -56,7 +62,9 @@ def test_java_members_split_partitions_and_take_over_when_one_leaves(bootstrap, 
         assert sorted(len(m.assignment()) for m in members) == [4, 4, 4]
         _produce(bootstrap, topic_name, b"before", 120)
         _wait(lambda: sum(len(m.records()) for m in members) >= 120, "120 records read")
-        time.sleep(1.0)  # let the last synchronous commits land
+        # The harness commits after each poll: wait until those commits cover all 120 records, or
+        # the leaver's last records would be read again by the member that takes its partitions.
+        _wait(lambda: _committed(bootstrap, group, topic_name) == 120, "the reads of all 120 records to be committed")
         leaver, stayers = members[0], members[1:]
         leaver_share = set(leaver.assignment())
         leaver.stop()

@@ -13,6 +13,7 @@ docs/protocol.md lists the same differences.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +61,7 @@ def _probe(broker, out: Path, label: str) -> Path:
     if not (out / "index.json").exists():
         pytest.fail(f"probe produced no output against {label} (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
                     f"{proc.stderr[-3000:]}\nbroker log:\n{broker.log()[-3000:]}")
+    shutil.rmtree(broker.data_dir, ignore_errors=True)  # the answers are kept, the broker's data is not
     return out
 
 

@@ -8,6 +8,7 @@ here is ever signalled, by its PID: SIGTERM, then SIGKILL.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import os
 import signal
@@ -40,6 +41,16 @@ log4j.appender.file.File={path}
 log4j.appender.file.layout=org.apache.log4j.PatternLayout
 log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
 """
+
+
+_running: set[KafkaBroker] = set()
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    """A test run or benchmark that ends abnormally still ends the brokers it started."""
+    for broker in list(_running):
+        broker.stop(timeout=10)
 
 
 class KafkaUnavailable(RuntimeError):
@@ -125,6 +136,7 @@ class KafkaBroker:
             with open(self.data_dir / "stdout.log", "ab") as out:
                 self.proc = subprocess.Popen(self._java("kafka.Kafka", str(config), jvm=JVM_OPTS),
                                              stdout=out, stderr=subprocess.STDOUT, cwd=self.data_dir)
+            _running.add(self)
             deadline = time.monotonic() + timeout
             if self._wait_ready(timeout) and self._warm_up(deadline):
                 return self.bootstrap
@@ -190,6 +202,7 @@ class KafkaBroker:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+        _running.discard(self)
         return self.proc.returncode
 
     def cpu_seconds(self) -> float:

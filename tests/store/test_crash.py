@@ -59,13 +59,15 @@ def test_sigkill_never_loses_acknowledged_appends(tmp_path):
     for _ in range(20):
         proc = subprocess.Popen([sys.executable, "-m", "tests.store.crash_writer", str(data_dir)],
                                 cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        # Kill at a random moment after the writer has started acknowledging (start-up time
-        # varies with machine load, so a fixed delay could kill it before its first append).
-        ready, _, _ = select.select([proc.stdout], [], [], 120)
-        assert ready, "crash writer printed nothing within 120 s"
-        first = proc.stdout.readline()
-        time.sleep(rng.uniform(0.05, 0.6))
-        proc.send_signal(signal.SIGKILL)
+        try:
+            # Kill at a random moment after the writer has started acknowledging (start-up time
+            # varies with machine load, so a fixed delay could kill it before its first append).
+            ready, _, _ = select.select([proc.stdout], [], [], 120)
+            assert ready, "crash writer printed nothing within 120 s"
+            first = proc.stdout.readline()
+            time.sleep(rng.uniform(0.05, 0.6))
+        finally:
+            proc.send_signal(signal.SIGKILL)
         out, err = proc.communicate()
         assert proc.returncode == -signal.SIGKILL, err.decode()
         for line in (first + out).decode().splitlines():
