@@ -68,8 +68,12 @@ def kafka_libs(version: str = KAFKA_VERSION) -> Path:
 
 
 def cluster_id() -> str:
-    """A KRaft cluster id: a random UUID in Kafka's URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: a random UUID in Kafka's URL-safe base64 without padding. Like Kafka's
+    Uuid.randomUuid(), never one that starts with '-', which StorageTool would read as an option."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def free_port() -> int:
