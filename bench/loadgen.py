@@ -6,11 +6,17 @@ Run: .venv/bin/python bench/loadgen.py '<json spec>'
 The spec's "mode" is produce, consume, latency-produce or latency-consume. The process
 prints "ready" once it is connected (latency-consume only) and then one JSON line with its
 result. Every loop is bounded by a message count and by a deadline.
+
+Consumers come in three profiles (spec "profile"): "bench", the suite's own settings (below);
+"defaults", librdkafka's defaults; "large-fetch", the defaults with 10 MiB per partition and fetch.
+The last two count the client's own fetch pauses (see _FetchPauses).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 import struct
 import sys
 import time
@@ -57,11 +63,13 @@ def produce(spec: dict) -> dict:
     n_targets = len(targets)
     value = b"x" * spec["size"]
     limit = spec["max_messages"]
+    least = spec.get("min_messages", 0)  # a consume phase reads this many back, on every broker alike
     send = producer.produce
     poll = producer.poll
     sent = 0
     start = time.perf_counter()
     deadline = start + spec["seconds"]
+    last_chance = start + spec.get("max_seconds", 120)
     while sent < limit:
         topic, partition = targets[sent % n_targets]
         try:
@@ -72,7 +80,8 @@ def produce(spec: dict) -> dict:
         sent += 1
         if sent & 1023 == 0:
             poll(0)
-            if time.perf_counter() > deadline:
+            now = time.perf_counter()
+            if (now > deadline and sent >= least) or now > last_chance:
                 break
     left = producer.flush(spec.get("flush_timeout", 60))
     elapsed = time.perf_counter() - start
@@ -82,12 +91,46 @@ def produce(spec: dict) -> dict:
             "mb_per_s": delivered * spec["size"] / elapsed / 1e6}
 
 
-def _consumer(spec: dict) -> Consumer:
-    return Consumer({
+LARGE_FETCH = 10 << 20
+
+
+class _FetchPauses(logging.Handler):
+    """Counts librdkafka's fetch pauses: with more than queued.max.messages.kbytes (64 MiB) or
+    queued.min.messages (100,000) in its local queue, the client stops fetching the partition for
+    fetch.queue.backoff.ms (1,000 ms), however soon the application drains the queue."""
+
+    PAUSE = re.compile(r"Fetch backoff for (\d+)ms: Local: Queue full")
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found = self.PAUSE.search(record.getMessage())
+        if found and int(found.group(1)) > 0:
+            self.count += 1
+
+
+def _consumer(spec: dict, pauses: _FetchPauses | None = None) -> Consumer:
+    common = {
         "bootstrap.servers": spec["bootstrap"],
         "group.id": spec.get("group", "gregor-bench"),
         "enable.auto.commit": False,
         "enable.partition.eof": False,
+    }
+    profile = spec.get("profile", "bench")
+    if profile != "bench":
+        logger = logging.getLogger(f"rdkafka-{profile}")
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+        if pauses is not None:
+            logger.addHandler(pauses)
+        common.update({"debug": "fetch", "logger": logger})
+        if profile == "large-fetch":
+            common["max.partition.fetch.bytes"] = LARGE_FETCH
+        return Consumer(common)
+    return Consumer({
+        **common,
         "fetch.max.bytes": 52_428_800,
         "max.partition.fetch.bytes": spec.get("partition_fetch_bytes", 1_048_576),
         "queued.max.messages.kbytes": 262_144,
@@ -102,7 +145,8 @@ def _consumer(spec: dict) -> Consumer:
 
 def consume(spec: dict) -> dict:
     """Read `expected` messages from the beginning of every partition; rate from first to last."""
-    consumer = _consumer(spec)
+    pauses = _FetchPauses()
+    consumer = _consumer(spec, pauses)
     consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in _targets(spec)])
     expected = spec["expected"]
     got = errors = 0
@@ -123,10 +167,13 @@ def consume(spec: dict) -> dict:
                 got += 1
                 nbytes += len(m)
     end = time.perf_counter()
+    # Logs reach the logger in order with the messages, during consume(): a pause that began once
+    # this read's last messages were queued (it did not slow the read) is mostly not counted.
+    paused = pauses.count
     consumer.close()
     span = end - (first or start)
     return {"received": got, "errors": errors, "bytes": nbytes, "seconds": span,
-            "seconds_with_connect": end - start, "msgs_per_s": got / span if span else 0.0,
+            "seconds_with_connect": end - start, "fetch_pauses": paused, "msgs_per_s": got / span if span else 0.0,
             "mb_per_s": nbytes / span / 1e6 if span else 0.0}
 
 
