@@ -1,5 +1,7 @@
 """Turns bench/run.py results into the "Broker benchmarks" section of docs/benchmarks.md
-(between its markers; every other section is left as it is) and two PNG plots.
+(between its markers; every other section is left as it is) and two PNG plots: a table per
+workload with Gregor's and Kafka's median [range] over the rounds, Gregor / Kafka, and the
+targets of issue 16 beside the ratios.
 """
 
 from __future__ import annotations
@@ -7,291 +9,292 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import figures
 from docs_section import replace_section
+from figures import Spread
 
 START, END = "<!-- broker_bench:start -->", "<!-- broker_bench:end -->"
 
-# Apache Kafka 3.9.0 on the same machine kind, confluent-kafka 2.16 (issue 9).
-KAFKA = {"produce_1k": 158_770, "consume_1k": 555_750, "produce_100": 618_641,
-         "p50_ms": 0.39, "p99_ms": 2.84, "produce_1k_1000p": 25_805}
-TARGET_VS_KAFKA = 0.5
-TARGET_PARTITIONS = 0.8
-TARGET_SYNC = 0.5
-TARGET_P99_MS = 5.0
+# Issue 16's targets: workload -> (metric, Gregor / Kafka bound, higher is better, wording).
+TARGETS = {
+    "produce/1024": ("msgs_per_s", 1.5, True, "produce 1 KiB >= 1.5x Kafka"),
+    "consume/1024/defaults": ("msgs_per_s", 1.0, True, "consume 1 KiB, client defaults >= 1.0x Kafka"),
+    "consume/1024/large-fetch": ("msgs_per_s", 1.0, True, "consume 1 KiB, 10 MiB fetches >= 1.0x Kafka"),
+    "produce/1024/p10000": ("msgs_per_s", 3.0, True, "produce at 10,000 partitions >= 3x Kafka"),
+    "latency/async/2000": ("p99_ms", 1.0, False, "e2e p99 at 2,000 msg/s <= Kafka's (async)"),
+    "latency/sync/2000": ("p99_ms", 1.0, False, "e2e p99 at 2,000 msg/s <= Kafka's (sync)"),
+}
+PARTITION_COUNTS = (1, 100, 1_000, 10_000)
+SIZE_NAMES = {100: "100 B", 1024: "1 KiB", 16384: "16 KiB"}
 
 
 def _n(x: float | None, digits: int = 0) -> str:
     return "n/a" if x is None else f"{x:,.{digits}f}"
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.0%}"
-
-
-def _verdict(value: float | None, target: float, higher_is_better: bool = True) -> str:
-    if value is None:
+def _s(s: Spread | None, digits: int = 0) -> str:
+    """median [low–high], or the single value of a one-round run."""
+    if s is None:
         return "n/a"
-    ok = value >= target if higher_is_better else value <= target
-    if ok:
-        return "**met**"
-    if not higher_is_better and value > 2 * target:
-        return f"missed ({value / target:,.0f}x the target)"
-    miss = 1 - value / target if higher_is_better else value / target - 1
-    return f"missed by {miss:.0%}"
+    if s.n == 1 or s.low == s.high:
+        return _n(s.median, digits)
+    return f"{_n(s.median, digits)} [{_n(s.low, digits)}–{_n(s.high, digits)}]"
 
 
-def _row(results: dict, size: int, acks: str = "1", flush: str = "async") -> dict | None:
-    for row in results["throughput"]:
-        if row["size"] == size and row["acks"] == acks and row["flush"] == flush:
-            return row
-    return None
+def _r(x: float) -> str:
+    return f"{x:.2f}" if x >= 0.1 else f"{x:.3f}"
 
 
-def _rate(row: dict | None, kind: str) -> float | None:
-    if row is None or kind not in row:
-        return None
-    return row[kind]["msgs_per_s"]
+def _x(s: Spread | None) -> str:
+    if s is None:
+        return "n/a"
+    if s.n == 1:
+        return f"{_r(s.median)}x"
+    return f"{_r(s.median)}x [{_r(s.low)}–{_r(s.high)}]"
 
 
-def targets(results: dict) -> list[tuple[str, str, str]]:
-    """(target, figure, verdict) for each target of issue 9."""
+def _verdict(workload: str, r: Spread | None, results: dict) -> tuple[str, str]:
+    """(target, verdict) for a workload with one of issue 16's targets, else dashes."""
+    if workload not in TARGETS:
+        return "—", "—"
+    metric, bound, higher, _ = TARGETS[workload]
+    target = f">= {bound:g}x Kafka" if higher else "<= Kafka's"
+    if r is None:
+        return target, "n/a"
+    met = r.median >= bound if higher else r.median <= bound
+    g, k = (figures.per_run(results, workload, metric, b) for b in ("gregor", "kafka"))
+    rounds = [g[i] / k[i] for i in g if k.get(i)]
+    ok = sum(1 for x in rounds if (x >= bound if higher else x <= bound))
+    of_rounds = f" (met in {ok} of {len(rounds)} rounds)" if len(rounds) > 1 else ""
+    return target, ("**met**" if met else "missed") + of_rounds
+
+
+def _row(results: dict, label: str, workload: str, metric: str, digits: int = 0, extra: str = "") -> str:
+    g = figures.of(results, workload, metric, "gregor")
+    k = figures.of(results, workload, metric, "kafka")
+    r = figures.ratio(results, workload, metric)
+    target, verdict = _verdict(workload, r, results) if metric == TARGETS.get(workload, ("",))[0] else ("—", "—")
+    return f"| {label} | {_s(g, digits)} | {_s(k, digits)} | {_x(r)} | {target} | {verdict} |{extra}"
+
+
+def _cpu(results: dict, workload: str) -> str:
+    g, k = (figures.of(results, workload, "cpu_s_per_gb", b) for b in ("gregor", "kafka"))
+    return f" {_n(g and g.median, 1)} / {_n(k and k.median, 1)} |"
+
+
+def _has(results: dict, workload: str) -> bool:
+    return any(f["workload"] == workload for f in results["figures"])
+
+
+HEAD = "| workload | Gregor | Kafka | Gregor / Kafka | target | verdict |"
+RULE = "|---|---:|---:|---:|---|---|"
+
+
+def markdown(results: dict) -> str:
+    meta, base = results["meta"], results.get("baselines", {})
+    samples = results["loadavg_samples"]
+    mean_load = sum(samples) / len(samples) if samples else float("nan")
+    kafka = "kafka" in meta.get("brokers", [])
+    flags = (" --quick" if meta["quick"] else "") + f" --repeat {meta['repeat']}" + ("" if kafka else " --gregor-only")
+    md = ["## Broker benchmarks", "",
+          (f"Generated by `.venv/bin/python bench/run.py{flags}` on {meta['started']} "
+           f"({meta['seconds'] / 60:.1f} min); rerun it to refresh this section and the plots."),
+          (f"Brokers: Gregor ({meta.get('source', 'this checkout')})"
+           + (f" and {meta['kafka']} (single-node KRaft, `tests/oracle/kafka_broker.py`: the JVM options of "
+              "Kafka's own start scripts, Kafka's default settings)" if kafka else ", no Kafka beside it")
+           + f", on 127.0.0.1. Target: {meta['target']}. Machine: {meta['machine']}, Python {meta['python']}."),
+          (f"Each figure is the median [lowest–highest] of {meta['repeat']} rounds. In a round every "
+           "configuration gets a fresh broker of each kind, the two one after the other (the order "
+           "alternates between rounds). Gregor / Kafka is median over median, with the lowest and highest "
+           "of the rounds' own ratios."),
+          ("Clients: confluent-kafka 2.16 (librdkafka), one process per producer or consumer "
+           "(bench/loadgen.py), the same settings for both brokers: acks=1, linger 5 ms, batch.size 1 MB, "
+           "no compression unless the table says otherwise. The suite's consumer runs with "
+           "fetch.queue.backoff.ms=0 and a 256 MiB local queue; the consume table adds librdkafka's "
+           "defaults and 10 MiB fetches (see \"Consume figures and librdkafka's fetch queue\" below). "
+           "Consume phases read the same number of messages from either broker. MB/s counts message "
+           "values only."),
+          ("Both brokers share the 2 CPUs with the client under test. Gregor is one Python process "
+           "(at most one core for Python work); Kafka is a JVM with its default thread pools."),
+          (("Each broker first takes 1.25 GiB of 1 KiB messages (acks=1): Gregor's first 1 GiB commitlog "
+            "segment is resident from the start, later ones fault their pages in as they are written, and "
+            "Kafka's JIT warms up.") if results.get("warm_up") else
+           ("No warm-up (--quick or --bootstrap): Gregor's produce figures come from its first commitlog "
+            "segment, resident from the start (up to ~40% above steady state), and Kafka's JIT is cold in "
+            "the first phases.")),
+          (f"**Machine load (1-minute load average): {meta['loadavg_before'][0]:.2f} before the run, "
+           f"{meta['loadavg_after'][0]:.2f} after, {mean_load:.2f} on average at the start of each phase.** "
+           "Above ~1, other processes took CPU from the brokers and the clients."), ""]
+    md += _how_to_run()
+    if base:
+        md += ["### Baselines (same run)", "", "| baseline | figure |", "|---|---:|",
+               f"| loopback TCP, one connection, 1 MiB sends, separate processes | {_n(base['loopback_mb_per_s'])} MB/s |",
+               f"| file write, 1 MiB write()s then fdatasync | {_n(base['file_write_mb_per_s'])} MB/s |",
+               f"| 4 KiB write + fdatasync (median) | {base['fdatasync_ms']:.2f} ms |", ""]
+    md += _sizes(results) + _consumers(results) + _acks(results, meta) + _partitions(results)
+    md += _latency(results) + _backlog(results) + _resources(results) + _targets_table(results)
+    if results.get("errors"):
+        md += ["### Failed phases", ""] + [f"- {e.splitlines()[0]}" for e in results["errors"]] + [""]
+    return "\n".join(md).rstrip("\n")
+
+
+def _how_to_run() -> list[str]:
+    return ["### How to run", "",
+            ("`bash bin/setup-kafka` once resolves Apache Kafka 3.9.0 from Maven Central into .cache/kafka/ "
+             "(needs a JDK 17+); without it the suite measures Gregor alone and says so. Then:"), "",
+            "```",
+            ".venv/bin/python bench/run.py --quick             # 3 rounds, both brokers, ~10-15 min",
+            ".venv/bin/python bench/run.py                     # 3 rounds, 5 s phases, warm-ups, 1 GiB backlog",
+            ".venv/bin/python bench/run.py --quick --repeat 1  # one round, ~4 min",
+            ".venv/bin/python bench/run.py --against-kafka     # fail if Kafka is not installed",
+            ".venv/bin/python bench/run.py --gregor-only       # Gregor alone",
+            ".venv/bin/python bench/run.py --quick --only sizes-async,partitions-10000 --no-docs",
+            ".venv/bin/python bench/run.py --from-json run.json   # rewrite this section from a saved --json run",
+            ".venv/bin/python bench/fetch_queue_probe.py       # the consume paragraph's probe",
+            "```", "",
+            ("Each round starts 7 brokers of each kind in --quick (sizes-async, sizes-sync, partitions at 1, "
+             "1,000 and 10,000, backlog written and read), 9 in a full run (partitions also at 100)."), ""]
+
+
+def _sizes(results: dict) -> list[str]:
+    md = ["### Throughput by message size (1 partition, acks=1, async flush, the suite's consumer)", "",
+          HEAD + " broker CPU s/GB, Gregor / Kafka |", RULE + "---:|"]
+    for kind in ("produce", "consume"):
+        for size, name in SIZE_NAMES.items():
+            workload = f"{kind}/{size}"
+            if _has(results, workload):
+                md.append(_row(results, f"{kind} {name}, msg/s", workload, "msgs_per_s", extra=_cpu(results, workload)))
+    return md + ["", ("The consume rows read the same backlog from either broker (1,000,000 x 100 B, 300,000 x "
+                      "1 KiB or 20,000 x 16 KiB in --quick; three times that in a full run)."), ""]
+
+
+def _consumers(results: dict) -> list[str]:
+    md = ["### Consume 1 KiB, 1 partition: three client configurations", "",
+          HEAD + " client fetch pauses per round, Gregor / Kafka |", RULE + "---|"]
+    for profile, label in (("", "the suite's consumer (fetch.queue.backoff.ms=0, 256 MiB queue)"),
+                           ("/defaults", "librdkafka's defaults (1 MiB per partition)"),
+                           ("/large-fetch", "defaults with max.partition.fetch.bytes=10 MiB")):
+        workload = f"consume/1024{profile}"
+        if not _has(results, workload):
+            continue
+        pauses = " n/a |"
+        if profile:
+            g, k = (figures.per_run(results, workload, "fetch_pauses", b) for b in ("gregor", "kafka"))
+            pauses = f" {', '.join(str(g[r]) for r in sorted(g)) or 'n/a'} / {', '.join(str(k[r]) for r in sorted(k)) or 'n/a'} |"
+        md.append(_row(results, f"{label}, msg/s", workload, "msgs_per_s", extra=pauses))
+    return md + ["", ("A fetch pause is librdkafka stopping its fetches for fetch.queue.backoff.ms (1 s by default) "
+                      "because its local queue passed queued.max.messages.kbytes (64 MiB) or queued.min.messages; "
+                      "each one adds about a second to a read of ~300 MB that otherwise takes 0.2-0.4 s."), ""]
+
+
+def _acks(results: dict, meta: dict) -> list[str]:
+    md = ["### acks x flush mode (1 KiB, 1 partition)", "",
+          (f"Sync: Gregor flush.mode=sync (group commit); Kafka {meta.get('kafka_sync', 'n/a')}. "
+           "Async: Gregor's default and Kafka's (no fsync on the produce path)."), "",
+          HEAD + " broker CPU s/GB, Gregor / Kafka |", RULE + "---:|"]
+    for label, workload in (("async, acks=1", "produce/1024"), ("async, acks=all", "produce/1024/acks=all"),
+                            ("sync, acks=1", "produce/1024/sync"), ("sync, acks=all", "produce/1024/sync/acks=all")):
+        if _has(results, workload):
+            md.append(_row(results, f"produce {label}, msg/s", workload, "msgs_per_s", extra=_cpu(results, workload)))
+    return md + ["", ("A single broker has no followers, so acks=all waits for the same thing as acks=1 on both: "
+                      "the local append, plus its fsync in sync mode."), ""]
+
+
+def _partitions(results: dict) -> list[str]:
+    md = ["### Partitions (1 KiB, acks=1, async flush)", "",
+          ("1,000 and more partitions are topics of 1,000, created at most 5 topics per CreateTopics call "
+           "(Kafka's controller refuses a request of more than 10,000 metadata records) on both brokers. "
+           "CreateTopics time runs until every partition has a leader in Metadata."), "", HEAD, RULE]
+    for count in PARTITION_COUNTS:
+        if not _has(results, f"produce/1024/p{count}"):
+            continue
+        name = f"{count:,} partition" + ("s" if count > 1 else "")
+        md.append(_row(results, f"{name}: produce msg/s", f"produce/1024/p{count}", "msgs_per_s"))
+        md.append(_row(results, f"{name}: consume msg/s", f"consume/1024/p{count}", "msgs_per_s"))
+        md.append(_row(results, f"{name}: CreateTopics s", f"produce/1024/p{count}", "create_seconds", 2))
+    return md + ["", "![throughput vs partitions](bench-partitions.png)", ""]
+
+
+def _latency(results: dict) -> list[str]:
+    md = ["### End-to-end latency (1 KiB at a fixed rate, linger 0, acks=1, 1 partition)", "",
+          ("Measured on the sizes brokers right after their throughput phases (the disk may still be writing "
+           "their data back). The producer stamps `time.monotonic_ns()` into the value; a consumer in "
+           "another process subtracts it on receipt; the first 0.5 s are dropped. Full runs add 1,000 and "
+           "250 msg/s."), "", HEAD, RULE]
+    for flush in ("async", "sync"):
+        for rate in (2_000, 1_000, 250):
+            workload = f"latency/{flush}/{rate}"
+            if not _has(results, workload):
+                continue
+            for metric, name in (("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9")):
+                md.append(_row(results, f"{flush}, {rate:,} msg/s: {name} ms", workload, metric, 2))
+    return md + ["", "![end-to-end latency CDF](bench-latency.png)", ""]
+
+
+def _backlog(results: dict) -> list[str]:
+    if not _has(results, "backlog/read"):
+        return []
+    read = next(f for f in results["figures"] if f["workload"] == "backlog/read")
+    md = ["### Backlog read", "",
+          (f"{read['expected'] * 1024 / 2**30:.2f} GiB of 1 KiB messages in 1 partition, written, the broker "
+           f"stopped and started again on the same data, then read by the suite's consumer: "
+           f"{results.get('backlog_cache', 'n/a')}."), "", HEAD + " broker CPU s/GB, Gregor / Kafka |",
+          RULE + "---:|"]
+    md.append(_row(results, "write, msg/s", "backlog/write", "msgs_per_s", extra=_cpu(results, "backlog/write")))
+    md.append(_row(results, "read, msg/s", "backlog/read", "msgs_per_s", extra=_cpu(results, "backlog/read")))
+    return md + [""]
+
+
+def _resources(results: dict) -> list[str]:
+    configs = list(dict.fromkeys(b["config"] for b in results.get("brokers", [])))
+    if not configs:
+        return []
+    md = ["### Broker resources", "",
+          "| broker run | peak RSS MB, Gregor | peak RSS MB, Kafka | CPU s, Gregor | CPU s, Kafka |",
+          "|---|---:|---:|---:|---:|"]
+    for config in configs:
+        cells = [_s(figures.resources(results, config, metric, broker))
+                 for metric in ("peak_rss_mb", "cpu_seconds") for broker in ("gregor", "kafka")]
+        md.append(f"| {config} | {' | '.join(cells)} |")
+    return md + ["", ("Peak RSS is VmHWM: for Gregor it includes the mmap'd commitlog and consume-queue pages it "
+                      "touched (file-backed, reclaimable); for Kafka mostly the JVM heap (-Xms1g). CPU is "
+                      "utime+stime of the broker process over its whole life, start included."), ""]
+
+
+def targets(results: dict) -> list[tuple[str, str, str, str, str]]:
+    """(target, Gregor, Kafka, Gregor / Kafka, verdict) for each of issue 16's targets."""
     out = []
-    p1k = _rate(_row(results, 1024), "produce")
-    c1k = _rate(_row(results, 1024), "consume")
-    out.append(("produce 1 KiB >= 50% of Kafka", f"{_n(p1k)} msg/s = {_pct(p1k and p1k / KAFKA['produce_1k'])}",
-                _verdict(p1k and p1k / KAFKA["produce_1k"], TARGET_VS_KAFKA)))
-    out.append(("consume 1 KiB >= 50% of Kafka", f"{_n(c1k)} msg/s = {_pct(c1k and c1k / KAFKA['consume_1k'])}",
-                _verdict(c1k and c1k / KAFKA["consume_1k"], TARGET_VS_KAFKA)))
-    parts = {r["partitions"]: r for r in results["partitions"]}
-    one = _rate(parts.get(1), "produce")
-    for count in (1_000, 10_000):
-        rate = _rate(parts.get(count), "produce")
-        ratio = rate / one if rate and one else None
-        out.append((f"produce at {count:,} partitions >= 80% of 1 partition",
-                    f"{_n(rate)} msg/s = {_pct(ratio)}", _verdict(ratio, TARGET_PARTITIONS)))
-    sync, asyn = _rate(_row(results, 1024, "1", "sync"), "produce"), _rate(_row(results, 1024), "produce")
-    ratio = sync / asyn if sync and asyn else None
-    out.append(("sync flush >= 50% of async (1 KiB, acks=1)", f"{_n(sync)} vs {_n(asyn)} msg/s = {_pct(ratio)}",
-                _verdict(ratio, TARGET_SYNC)))
-    for lat in _at_target_rate(results):
-        out.append((f"end-to-end p99 <= 5 ms at 2,000 msg/s ({lat['flush']} flush)", f"{lat['p99_ms']:.2f} ms",
-                    _verdict(lat["p99_ms"], TARGET_P99_MS, higher_is_better=False)))
+    for workload, (metric, _bound, _higher, wording) in TARGETS.items():
+        g = figures.of(results, workload, metric, "gregor")
+        k = figures.of(results, workload, metric, "kafka")
+        r = figures.ratio(results, workload, metric)
+        digits = 2 if metric.endswith("_ms") else 0
+        out.append((wording, _s(g, digits), _s(k, digits), _x(r), _verdict(workload, r, results)[1]))
     return out
 
 
-def _at_target_rate(results: dict) -> list[dict]:
-    return [lat for lat in results["latency"] if lat["rate"] == 2_000]
+def _targets_table(results: dict) -> list[str]:
+    md = ["### Targets (issue 16)", "", "| target | Gregor | Kafka | Gregor / Kafka | verdict |", "|---|---:|---:|---:|---|"]
+    md += [f"| {' | '.join(row)} |" for row in targets(results)]
+    return md + [""]
 
 
 def summary(results: dict) -> str:
-    lines = ["", "targets:"]
-    for name, figure, verdict in targets(results):
-        lines.append(f"  {name}: {figure} -> {verdict.strip('*')}")
+    lines = ["", "targets (Gregor / Kafka):"]
+    for wording, g, k, r, verdict in targets(results):
+        lines.append(f"  {wording}: {g} vs {k} = {r} -> {verdict.replace('*', '')}")
     meta = results["meta"]
-    lines += [f"FAILED {e}" for e in results.get("errors", [])]
+    lines += [f"FAILED {e.splitlines()[0]}" for e in results.get("errors", [])]
     lines.append(f"load average before {meta['loadavg_before'][0]:.2f}, after {meta['loadavg_after'][0]:.2f}; "
                  f"{meta['seconds']:.0f} s")
     return "\n".join(lines)
 
 
-def markdown(results: dict) -> str:
-    meta, base = results["meta"], results["baselines"]
-    samples = results["loadavg_samples"]
-    mean_load = sum(samples) / len(samples) if samples else float("nan")
-    md = ["## Broker benchmarks", "",
-          (f"Generated by `.venv/bin/python bench/run.py{' --quick' if meta['quick'] else ''}` "
-          f"on {meta['started']} ({meta['seconds'] / 60:.1f} min); rerun it to refresh this section "
-          "and the plots."),
-          f"Target: {meta['target']} ({meta.get('source', 'this checkout')}), on 127.0.0.1. Machine: {meta['machine']}, Python {meta['python']}.",
-          ("Clients: confluent-kafka 2.16, one process per producer or consumer (bench/loadgen.py); "
-          "acks=1, linger 5 ms, batch.size 1 MB, no compression unless the table says otherwise. "
-          "Consumers run with fetch.queue.backoff.ms=0: librdkafka's default (1,000 ms) idles the client "
-          "whenever its queue passes queued.min.messages, which made consume figures swing 2.5x between "
-          "runs with the broker mostly idle. MB/s counts message values only."),
-          ("The broker is one Python process. It shares the 2 CPUs with the client under test "
-          "(librdkafka's threads and the Python loop), as Kafka's reference figures did; "
-          "the broker can use at most one core for Python work."),
-          (("Each broker first takes 1.25 GiB of 1 KiB messages (acks=1) so that measurements start past "
-            "its first 1 GiB commitlog segment, which a fresh broker has resident from the start; later "
-            "segments fault their pages in as they are written. Warm-up rates (the first segment): "
-            + ", ".join(f"{w['broker']} {w['msgs_per_s']:,.0f} msg/s" for w in results.get("warm_up", [])) + ".")
-           if results.get("warm_up") else
-           ("No warm-up (--quick or --bootstrap): produce figures are taken in a fresh broker's first commitlog "
-            "segment, which is resident from the start, and overstate steady-state produce by up to ~40%.")),
-          (f"**Machine load (1-minute load average): {meta['loadavg_before'][0]:.2f} before the run, "
-          f"{meta['loadavg_after'][0]:.2f} after, {mean_load:.2f} on average at the start of each phase.** "
-          "Above ~1, other processes took CPU from the broker and the client: treat the figures as a floor."),
-          "",
-          "### Baselines (same run)", "",
-          "| baseline | figure |", "|---|---:|",
-          f"| loopback TCP, one connection, 1 MiB sends, separate processes | {_n(base['loopback_mb_per_s'])} MB/s |",
-          f"| file write, 1 MiB write()s then fdatasync | {_n(base['file_write_mb_per_s'])} MB/s |",
-          f"| 4 KiB write + fdatasync (median) | {base['fdatasync_ms']:.2f} ms |", ""]
-
-    md += ["### Throughput by message size (1 partition, async flush, acks=1)", "",
-           ("| workload | Gregor msg/s | MB/s | % of loopback | broker CPU s/GB | broker busy | Kafka msg/s "
-           "| Gregor / Kafka | target | verdict |"),
-           "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
-    kafka = {("produce", 100): KAFKA["produce_100"], ("produce", 1024): KAFKA["produce_1k"],
-             ("consume", 1024): KAFKA["consume_1k"]}
-    for kind in ("produce", "consume"):
-        for size in (100, 1024, 16384):
-            row = _row(results, size)
-            if row is None or kind not in row:
-                continue
-            r = row[kind]
-            ref = kafka.get((kind, size))
-            ratio = r["msgs_per_s"] / ref if ref else None
-            target = f">= {TARGET_VS_KAFKA:.0%} of Kafka" if size == 1024 else "—"
-            verdict = _verdict(ratio, TARGET_VS_KAFKA) if size == 1024 else "—"
-            md.append(f"| {kind} {_size(size)} | {_n(r['msgs_per_s'])} | {_n(r['mb_per_s'])} | "
-                      f"{_pct(r['mb_per_s'] / base['loopback_mb_per_s'])} | {_n(row[kind + '_cpu_s_per_gb'], 1)} | "
-                      f"{_pct(row.get(kind + '_broker_busy'))} | "
-                      f"{_n(ref)} | {_pct(ratio)} | {target} | {verdict} |")
-    md += ["", ("Broker busy: broker CPU seconds per second of the phase (100% = one core, the most its "
-                "Python can use). Well below 100% means the client, or CPU taken by other processes, "
-                "set the pace."), ""]
-
-    md += ["### acks x flush mode (1 KiB, 1 partition)", "",
-           "| flush | acks | msg/s | MB/s | vs async acks=1 | broker CPU s/GB | target | verdict |",
-           "|---|---|---:|---:|---:|---:|---|---|"]
-    ref_row = _rate(_row(results, 1024), "produce")
-    for flush in ("async", "sync"):
-        for acks in ("1", "all"):
-            row = _row(results, 1024, acks, flush)
-            if row is None:
-                continue
-            rate = row["produce"]["msgs_per_s"]
-            ratio = rate / ref_row if ref_row else None
-            target = f">= {TARGET_SYNC:.0%} of async" if flush == "sync" else "—"
-            verdict = _verdict(ratio, TARGET_SYNC) if flush == "sync" else "—"
-            md.append(f"| {flush} | {acks} | {_n(rate)} | {_n(row['produce']['mb_per_s'])} | {_pct(ratio)} | "
-                      f"{_n(row['produce_cpu_s_per_gb'], 1)} | {target} | {verdict} |")
-    md += ["", ("A single broker has no followers, so acks=all waits for the same thing as acks=1: "
-           "the local append, plus the group commit in sync mode."), ""]
-
-    parts = {r["partitions"]: r for r in results["partitions"]}
-    one = parts.get(1)
-    md += ["### Partitions (1 KiB, acks=1, async flush; 10,000 = 10 topics x 1,000)", "",
-           ("| partitions | CreateTopics s | produce msg/s | vs 1 partition | consume msg/s | vs 1 partition "
-           "| Kafka produce msg/s | target | verdict |"),
-           "|---:|---:|---:|---:|---:|---:|---:|---|---|"]
-    for count in sorted(parts):
-        row = parts[count]
-        p, c = _rate(row, "produce"), _rate(row, "consume")
-        pr = p / _rate(one, "produce") if one and p else None
-        cr = c / _rate(one, "consume") if one and c and _rate(one, "consume") else None
-        ref = {1: f"{KAFKA['produce_1k']:,}", 1_000: f"{KAFKA['produce_1k_1000p']:,} (16%)"}.get(count, "—")
-        big = count >= 1_000
-        md.append(f"| {count:,} | {row['create_seconds']:.1f} | {_n(p)} | {_pct(pr)} | {_n(c)} | {_pct(cr)} | {ref} | "
-                  f"{'>= 80% of 1 partition' if big else '—'} | {_verdict(pr, TARGET_PARTITIONS) if big else '—'} |")
-    md += ["", "![throughput vs partitions](bench-partitions.png)", ""]
-
-    md += ["### End-to-end latency (1 KiB at a fixed rate, linger 0, acks=1, 1 partition)", "",
-           ("Producer stamps `time.monotonic_ns()` into the value; a consumer in another process subtracts it "
-            "on receipt. The first samples (0.5 s) are dropped as warm-up. The target and Kafka's figures are "
-            "at 2,000 msg/s; full runs add 250 and 1,000 msg/s to show where the latency bends. "
-            "Each flush mode has a broker of its own, measured after its warm-up and an `os.sync()` (the "
-            "warm-up's dirty pages written back), so a sync-mode fdatasync does not queue behind gigabytes "
-            "of earlier writes. "
-            "Broker busy as in the throughput table."), "",
-           ("| flush | rate | samples | achieved rate | broker busy | p50 ms | p99 ms | p999 ms | max ms "
-            "| Kafka p50 / p99 ms | target | verdict |"),
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
-    for lat in sorted(results["latency"], key=lambda r: (r["flush"], -r["rate"])):
-        at_target = lat["rate"] == 2_000
-        kafka = f"{KAFKA['p50_ms']} / {KAFKA['p99_ms']}" if at_target else "—"
-        verdict = _verdict(lat["p99_ms"], TARGET_P99_MS, higher_is_better=False) if at_target else "—"
-        md.append(f"| {lat['flush']} | {lat['rate']:,}/s | {lat['samples']:,} | {lat['achieved_rate']:,.0f}/s | "
-                  f"{_pct(lat.get('broker_busy'))} | {lat['p50_ms']:.2f} | {lat['p99_ms']:.2f} | "
-                  f"{lat['p999_ms']:.2f} | {lat['max_ms']:.1f} | {kafka} | "
-                  f"{'p99 <= 5 ms' if at_target else '—'} | {verdict} |")
-    md += ["", "![end-to-end latency CDF](bench-latency.png)", ""]
-
-    back = results["backlog"]
-    if back:
-        md += ["### Backlog read", "",
-               ("| backlog | page cache | written at msg/s | read msg/s | read MB/s | vs file-write baseline "
-               "| broker CPU s/GB (read) |"),
-               "|---:|---|---:|---:|---:|---:|---:|",
-               (f"| {back['bytes'] / 2**30:.2f} GiB of 1 KiB messages, 1 partition | {back['cache']} | "
-               f"{_n(back['write']['msgs_per_s'])} | {_n(back['read']['msgs_per_s'])} | {_n(back['read']['mb_per_s'])} | "
-               f"{_pct(back['read']['mb_per_s'] / base['file_write_mb_per_s'])} | {_n(back['read_cpu_s_per_gb'], 1)} |"),
-               "", ("The broker is stopped after writing and started again on the same data directory, "
-               "so the read also covers reopening the store. It restarts with commitlog.verify.on.start=false: "
-               "the default startup CRC check reads the whole log into memory before the broker listens "
-               "(earlier versions of this suite left it on, so their reads came from memory)."), ""]
-
-    if results["brokers"]:
-        md += ["### Broker resources", "",
-               "| broker run | peak RSS (VmHWM) MB | anonymous RSS at the end MB | CPU s (utime+stime) |",
-               "|---|---:|---:|---:|"]
-        for b in results["brokers"]:
-            anon = _n(b.get("anon_rss_mb"))
-            md.append(f"| {b['name']} | {b['peak_rss_mb']:,.0f} | {anon} | {b['cpu_seconds']:.1f} |")
-        md += ["", ("Peak RSS includes the mmap'd commitlog and consume-queue pages the broker touched "
-                    "(file-backed, reclaimable); anonymous RSS is its own heap."), ""]
-
-    if results.get("errors"):
-        md += ["### Failed phases", ""] + [f"- {e.splitlines()[0]}" for e in results["errors"]] + [""]
-
-    md += ["### Targets", "", "| target | this run | verdict |", "|---|---|---|"]
-    for name, figure, verdict in targets(results):
-        md.append(f"| {name} | {figure} | {verdict} |")
-    return "\n".join(md)
-
-
-def _size(size: int) -> str:
-    return f"{size // 1024} KiB" if size >= 1024 else f"{size} B"
-
-
-def plots(results: dict, docs: Path) -> None:
+def write_docs(results: dict, docs: Path) -> None:
+    replace_section(docs / "benchmarks.md", START, END, markdown(results))
     try:
-        import matplotlib
+        import plots
     except ImportError:
         print("matplotlib is missing, plots not written: .venv/bin/pip install -e '.[bench]'", file=sys.stderr)
         return
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    parts = sorted(results["partitions"], key=lambda r: r["partitions"])
-    if parts:
-        fig, ax = plt.subplots(figsize=(7, 4.2))
-        xs = [r["partitions"] for r in parts]
-        ax.plot(xs, [r["produce"]["msgs_per_s"] for r in parts], "o-", label="Gregor produce")
-        ax.plot(xs, [r["consume"]["msgs_per_s"] for r in parts if "consume" in r], "s-", label="Gregor consume")
-        ax.plot([1, 1_000], [KAFKA["produce_1k"], KAFKA["produce_1k_1000p"]], "x--", color="grey",
-                label="Kafka 3.9 produce (reference)")
-        ax.axhline(TARGET_PARTITIONS * parts[0]["produce"]["msgs_per_s"], color="tab:red", lw=0.8, ls=":",
-                   label="target: 80% of Gregor's 1-partition produce")
-        ax.set_xscale("log")
-        ax.set_xlabel("partitions")
-        ax.set_ylabel("messages/s (1 KiB)")
-        ax.set_title("Throughput vs partitions")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(docs / "bench-partitions.png", dpi=100)
-        plt.close(fig)
-    if _at_target_rate(results):
-        fig, ax = plt.subplots(figsize=(7, 4.2))
-        for lat in _at_target_rate(results):
-            values = np.sort(np.asarray(lat["latency_ms"]))
-            ax.plot(values, np.arange(1, len(values) + 1) / len(values), label=f"Gregor, {lat['flush']} flush")
-        ax.axvline(TARGET_P99_MS, color="tab:red", lw=0.8, ls=":", label="p99 target 5 ms")
-        ax.plot([KAFKA["p50_ms"], KAFKA["p99_ms"]], [0.5, 0.99], "x", color="grey", label="Kafka 3.9 p50, p99")
-        ax.set_xscale("log")
-        ax.set_xlabel("end-to-end latency, ms (1 KiB at 2,000 msg/s)")
-        ax.set_ylabel("fraction of messages")
-        ax.set_title("End-to-end latency CDF")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8, loc="lower right")
-        fig.tight_layout()
-        fig.savefig(docs / "bench-latency.png", dpi=100)
-        plt.close(fig)
-
-
-def write_docs(results: dict, docs: Path) -> None:
-    replace_section(docs / "benchmarks.md", START, END, markdown(results))
-    plots(results, docs)
+    plots.write(results, docs)

@@ -1,15 +1,25 @@
-"""Broker benchmark suite: throughput, partitions, acks x flush mode, end-to-end latency,
-backlog reads, broker CPU per GB and peak RSS, with loopback and file-write baselines
-from the same run. Rewrites the "Broker benchmarks" section of docs/benchmarks.md and the
-plots docs/bench-partitions.png and docs/bench-latency.png.
+"""Broker benchmark suite: Gregor and a real Apache Kafka 3.9 side by side.
 
-Run: .venv/bin/python bench/run.py [--bootstrap HOST:PORT] [--quick] [--no-docs] [--json PATH]
-     .venv/bin/python bench/run.py --profile     (cProfile of the produce and fetch paths)
+Same machine, same clients, client settings and topic layouts: throughput by message size, consume
+with three client configurations, acks x flush mode, partitions (up to 10,000), end-to-end
+latency right after a throughput phase, a cold backlog read, broker CPU per GB and peak RSS,
+with loopback and file-write baselines from the same run. Every figure is measured --repeat
+times; the docs give each broker's median and range and Gregor / Kafka. Rewrites the "Broker
+benchmarks" section of docs/benchmarks.md and the plots docs/bench-partitions.png and
+docs/bench-latency.png.
+
+Run: .venv/bin/python bench/run.py [--quick] [--repeat N] [--gregor-only | --against-kafka]
+                                   [--only CONFIG,...] [--no-docs] [--json PATH]
+     .venv/bin/python bench/run.py --bootstrap HOST:PORT   (drive a running broker; no Kafka)
+     .venv/bin/python bench/run.py --profile     (cProfile of Gregor's produce and fetch paths)
      .venv/bin/python bench/run.py --from-json PATH   (rewrite the docs from a saved run)
 
-By default every configuration gets a fresh Gregor in a temporary directory, deleted
-afterwards. With --bootstrap the suite drives that broker instead: topics get a unique
-prefix, and what needs control of the broker (sync flush, CPU, RSS, restart for a cold
+Kafka runs beside Gregor by default when its jars are resolved (bin/setup-kafka); with
+--against-kafka a missing Kafka is an error, with --gregor-only it is not started. Every broker
+configuration gets a fresh broker of each kind in a temporary directory, deleted afterwards;
+within a round the two brokers run one configuration after the other, and the order of the two
+alternates between rounds. With --bootstrap the suite drives that broker instead: topics get a
+unique prefix, and what needs control of the broker (sync flush, CPU, RSS, restart for a cold
 backlog) is skipped. Each client runs in its own process (bench/loadgen.py).
 Plots need matplotlib: .venv/bin/pip install -e '.[bench]'.
 """
@@ -28,7 +38,6 @@ import time
 import uuid
 from pathlib import Path
 
-import numpy as np
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -36,74 +45,87 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import baselines
 import report
-from broker_process import ROOT, BrokerProcess
+import workloads
+from broker_process import ROOT, BrokerProcess, MeasuredProcess
+from workloads import LOADGEN, Target
 
-LOADGEN = Path(__file__).resolve().parent / "loadgen.py"
-SIZES = (100, 1024, 16384)
-PARTITION_COUNTS = (1, 100, 1_000, 10_000)
-TOPIC_PARTITION_LIMIT = 1_000  # larger counts are split over topics of this many partitions
+CREATE_BATCH_PARTITIONS = 5_000  # per CreateTopics call: Kafka's controller refuses >10,000 records in one
 WARM_UP_BYTES = 5 << 28  # 1.25 GiB: past the default 1 GiB first segment
 
 
 class Suite:
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, kafka: bool) -> None:
         self.quick = args.quick
+        self.repeat = args.repeat
         self.external = args.bootstrap
+        self.brokers = ("gregor", "kafka") if kafka else ("gregor",)
+        self.configs = workloads.configs(self.quick, args.only)
         self.seconds = 2.0 if args.quick else 5.0
         self.tmp = Path(tempfile.mkdtemp(prefix="gregor-bench-"))
         self.prefix = f"bench-{uuid.uuid4().hex[:6]}-" if args.bootstrap else ""
-        self.results: dict = {"throughput": [], "partitions": [], "latency": [], "backlog": None,
-                              "brokers": [], "loadavg_samples": [], "errors": [], "warm_up": []}
-        self.live: BrokerProcess | None = None
+        self.results: dict = {"figures": [], "latency_samples": [], "brokers": [], "loadavg_samples": [],
+                              "errors": [], "warm_up": []}
+        self.live: MeasuredProcess | None = None
 
     # -- brokers -------------------------------------------------------------
 
-    def broker(self, name: str, settings: dict[str, str] | None = None,
-               warm_up: bool = True) -> BrokerProcess | None:
+    def start(self, broker: str, config: str, run: int, flush: str = "async", warm_up: bool = True) -> Target:
+        prefix = f"{self.prefix}r{run}-" if self.external else ""
         if self.external:
-            return None
-        proc = BrokerProcess(self.tmp / name, settings)
+            return Target(broker, run, config, None, self.external, prefix)
+        proc = self.new_process(broker, self.tmp / f"{broker}-{config}-r{run}", flush)
         self.live = proc
+        started = time.perf_counter()
         proc.start()
-        proc.wait_idle()
+        idle = proc.wait_idle()
+        print(f"  {broker:6} started in {time.perf_counter() - started:.1f} s ({idle:.1f} s of it waiting "
+              "for the broker to go idle)", flush=True)
+        target = Target(broker, run, config, proc, proc.bootstrap, prefix)
         if warm_up and not self.quick:
-            self.warm_up(name, proc)
-        return proc
+            self.warm_up(target)
+        return target
 
-    def warm_up(self, name: str, proc: BrokerProcess) -> None:
-        """Write past the first commitlog segment before measuring. A fresh broker's first segment
-        is resident before it listens (1 GiB of file-backed RSS, ~3.5 s of CPU at start); later ones
-        fault their pages in on first write, on the event loop. Measuring in the first segment
-        overstated produce by up to ~40% in a probe."""
+    @staticmethod
+    def new_process(broker: str, data_dir: Path, flush: str = "async",
+                    settings: dict[str, str] | None = None) -> MeasuredProcess:
+        if broker == "kafka":
+            import kafka_process
+            return kafka_process.KafkaProcess(data_dir, {**kafka_process.settings_for(flush), **(settings or {})})
+        return BrokerProcess(data_dir, {"flush.mode": flush, **(settings or {})})
+
+    def warm_up(self, target: Target) -> None:
+        """Write past the first segment before measuring, on both brokers alike. A fresh Gregor's
+        first commitlog segment is resident before it listens (1 GiB of file-backed RSS); later ones
+        fault their pages in on first write. Measuring in the first segment overstated Gregor's
+        produce by up to ~40% in a probe. For Kafka it is the JIT's warm-up."""
         topic = "bench-warm-up"
-        self.create_topics(proc.bootstrap, [topic], 1)
-        spec = {"mode": "produce", "bootstrap": proc.bootstrap, "topics": [topic], "partitions_per_topic": 1,
+        self.create_topics(target, [topic], 1)
+        spec = {"mode": "produce", "bootstrap": target.bootstrap, "topics": [topic], "partitions_per_topic": 1,
                 "size": 1024, "acks": "1", "seconds": 60, "max_messages": WARM_UP_BYTES // 1024}
         result = self.client(spec)
-        self.results["warm_up"].append({"broker": name, "msgs_per_s": result["msgs_per_s"]})
-        proc.wait_idle()
+        self.results["warm_up"].append({"broker": target.broker, "config": target.config, "run": target.run,
+                                        "msgs_per_s": result["msgs_per_s"]})
+        target.proc.wait_idle()  # type: ignore[union-attr]
 
-    def bootstrap(self, proc: BrokerProcess | None) -> str:
-        return self.external or proc.bootstrap  # type: ignore[union-attr]
-
-    def finish(self, name: str, proc: BrokerProcess | None, keep_data: bool = False) -> None:
+    def finish(self, target: Target, keep_data: bool = False) -> None:
+        proc = target.proc
         if proc is None:
             return
-        self._check_alive(proc)
-        self.results["brokers"].append({"name": name, "peak_rss_mb": proc.peak_rss_mb(),
-                                        "anon_rss_mb": proc.anon_rss_mb(), "cpu_seconds": proc.cpu_seconds()})
-        proc.stop()
-        self.live = None
-        if not keep_data:
+        self.check_alive(proc)
+        self.results["brokers"].append({"broker": target.broker, "config": target.config, "run": target.run,
+                                        "peak_rss_mb": proc.peak_rss_mb(), "anon_rss_mb": proc.anon_rss_mb(),
+                                        "cpu_seconds": proc.cpu_seconds()})
+        started = time.perf_counter()
+        if keep_data:
+            proc.stop()
+        else:
+            proc.discard()
             shutil.rmtree(proc.data_dir, ignore_errors=True)
+        print(f"  {target.broker:6} stopped in {time.perf_counter() - started:.1f} s", flush=True)
+        self.live = None
 
-    def create_topics(self, bootstrap: str, names: list[str], partitions: int) -> None:
-        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
-        futures = admin.create_topics([NewTopic(n, partitions, 1) for n in names], operation_timeout=120,
-                                      request_timeout=180)
-        for future in futures.values():
-            future.result()
-        del admin
+    def create_topics(self, target: Target, names: list[str], partitions: int) -> float:
+        return create_topics(target.bootstrap, names, partitions)
 
     # -- clients -------------------------------------------------------------
 
@@ -118,7 +140,7 @@ class Suite:
                     if time.monotonic() > deadline:
                         raise RuntimeError(f"loadgen {spec['mode']} did not finish in {timeout:.0f} s")
                     if self.live is not None:
-                        self._check_alive(self.live)
+                        self.check_alive(self.live)
                     time.sleep(0.1)
             finally:
                 if proc.poll() is None:
@@ -132,155 +154,26 @@ class Suite:
             return json.loads(lines[-1])
 
     @staticmethod
-    def _check_alive(proc: BrokerProcess) -> None:
-        code = proc.proc.poll() if proc.proc else None
+    def check_alive(proc: MeasuredProcess) -> None:
+        code = proc.exit_status()
         if code is not None:
             raise RuntimeError(f"the broker exited with status {code} (a negative status is the signal "
-                               f"that ended it); its stderr: {proc.stderr_path.read_text(errors='replace')[-3000:]}")
+                               f"that ended it); its log: {proc.last_words()}")
 
-    def measured(self, proc: BrokerProcess | None, spec: dict) -> tuple[dict, float | None]:
+    def measured(self, target: Target, spec: dict, timeout: float = 300) -> tuple[dict, float | None]:
         """Run one client; returns its result and the broker CPU seconds it caused."""
         self.results["loadavg_samples"].append(os.getloadavg()[0])
+        proc = target.proc
         before = proc.cpu_seconds() if proc else None
-        result = self.client(spec)
-        cpu = proc.cpu_seconds() - before if proc else None
+        result = self.client(spec, timeout)
+        cpu = proc.cpu_seconds() - before if proc and before is not None else None
         return result, cpu
 
-    def throughput(self, proc, bootstrap: str, topics: list[str], per_topic: int, size: int,
-                   acks: str, flush: str, consume: bool) -> dict:
-        limit = int((3 << 30) / size)  # never more than 3 GiB per phase
-        spec = {"mode": "produce", "bootstrap": bootstrap, "topics": topics, "partitions_per_topic": per_topic,
-                "size": size, "acks": acks, "seconds": self.seconds, "max_messages": limit}
-        produced, cpu = self.measured(proc, spec)
-        row = {"size": size, "partitions": per_topic * len(topics), "acks": acks, "flush": flush,
-               "produce": produced, "produce_cpu_s_per_gb": _per_gb(cpu, produced["delivered"] * size),
-               "produce_broker_busy": cpu / produced["seconds"] if cpu is not None else None}
-        if consume:
-            spec = {"mode": "consume", "bootstrap": bootstrap, "topics": topics, "partitions_per_topic": per_topic,
-                    "expected": produced["delivered"], "seconds": 10 if self.quick else 30,
-                    "partition_fetch_bytes": max(1_048_576, 4 * size), "group": f"g-{uuid.uuid4().hex[:8]}"}
-            consumed, cpu = self.measured(proc, spec)
-            row["consume"] = consumed
-            row["consume_cpu_s_per_gb"] = _per_gb(cpu, consumed["bytes"])
-            row["consume_broker_busy"] = cpu / consumed["seconds_with_connect"] if cpu is not None else None
-        print(f"  {flush:5} acks={acks:3} {size:>6} B x {row['partitions']:>6} partitions: "
-              f"produce {produced['msgs_per_s']:>10,.0f} msg/s"
-              + (f", consume {row['consume']['msgs_per_s']:>10,.0f} msg/s" if consume else ""), flush=True)
-        return row
+    def record(self, target: Target, workload: str, **metrics) -> None:
+        self.results["figures"].append({"workload": workload, "broker": target.broker, "run": target.run,
+                                        **metrics})
 
-    # -- workloads -----------------------------------------------------------
-
-    def run_sizes_and_acks(self) -> None:
-        for flush in ("async", "sync"):
-            if flush == "sync" and self.external:
-                continue
-            proc = self.broker(f"sizes-{flush}", {"flush.mode": flush})
-            bootstrap = self.bootstrap(proc)
-            sizes = SIZES if flush == "async" else (1024,)
-            for size in sizes:
-                for acks in ("1", "all"):
-                    if acks == "all" and size != 1024:
-                        continue
-                    topic = f"{self.prefix}s{size}-{flush}-{acks}"
-                    self.create_topics(bootstrap, [topic], 1)
-                    row = self.throughput(proc, bootstrap, [topic], 1, size, acks, flush,
-                                          consume=(flush == "async" and acks == "1"))
-                    self.results["throughput"].append(row)
-            self.finish(f"sizes-{flush}", proc)
-            # Latency on a broker of its own in both modes, once the warm-up's writes have reached
-            # the disk: measured on the broker that had just written the throughput phases'
-            # gigabytes, the sync figure was the kernel's writeback of those (fdatasync queued
-            # behind it: p99 0.6-1.8 s), not a steady 2,000 msg/s (p99 3.8-5.0 ms on a fresh one).
-            proc = self.broker(f"latency-{flush}", {"flush.mode": flush})
-            os.sync()
-            self.latency_ladder(proc, self.bootstrap(proc), flush)
-            self.finish(f"latency-{flush}", proc)
-
-    def run_partitions(self) -> None:
-        for count in PARTITION_COUNTS:
-            proc = self.broker(f"partitions-{count}")
-            bootstrap = self.bootstrap(proc)
-            per_topic = min(count, TOPIC_PARTITION_LIMIT)
-            topics = [f"{self.prefix}p{count}-{i}" for i in range(count // per_topic)]
-            started = time.perf_counter()
-            self.create_topics(bootstrap, topics, per_topic)
-            create_s = time.perf_counter() - started
-            if proc:
-                proc.wait_idle()
-            row = self.throughput(proc, bootstrap, topics, per_topic, 1024, "1", "async", consume=True)
-            row["create_seconds"] = create_s
-            self.results["partitions"].append(row)
-            self.finish(f"partitions-{count}", proc)
-
-    def latency_ladder(self, proc, bootstrap: str, flush: str) -> None:
-        """The target rate, then (full runs) lower rates to show where the latency bends."""
-        self.latency(proc, bootstrap, flush, 2_000, 5 if self.quick else 15)
-        if not self.quick:
-            for rate in (250, 1_000):
-                self.latency(proc, bootstrap, flush, rate, 6)
-
-    def latency(self, proc, bootstrap: str, flush: str, rate: int, seconds: int) -> None:
-        count = rate * seconds
-        topic = f"{self.prefix}latency-{flush}-{rate}"
-        self.create_topics(bootstrap, [topic], 1)
-        base = {"bootstrap": bootstrap, "topics": [topic], "partitions_per_topic": 1, "size": 1024,
-                "count": count, "rate": rate, "acks": "1"}
-        consumer = subprocess.Popen([sys.executable, str(LOADGEN), json.dumps(
-            {**base, "mode": "latency-consume", "seconds": seconds + 30, "group": f"g-{uuid.uuid4().hex[:8]}"})],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-        try:
-            ready = consumer.stdout.readline().strip()  # type: ignore[union-attr]
-            if ready != "ready":
-                raise RuntimeError(f"latency consumer: {consumer.stderr.read()[-2000:]}")  # type: ignore[union-attr]
-            cpu = proc.cpu_seconds() if proc else None
-            sent = self.client({**base, "mode": "latency-produce"}, timeout=seconds + 60)
-            busy = (proc.cpu_seconds() - cpu) / sent["seconds"] if proc else None
-            out, _err = consumer.communicate(timeout=seconds + 60)
-        finally:
-            if consumer.poll() is None:
-                consumer.kill()
-                consumer.wait()
-        got = json.loads(out.strip().splitlines()[-1])
-        warmup = min(rate // 2, len(got["latency_us"]) // 10)
-        lat_ms = np.array(got["latency_us"][warmup:], dtype=np.float64) / 1000
-        p50, p99, p999 = (float(np.percentile(lat_ms, q)) for q in (50, 99, 99.9))
-        self.results["latency"].append({"flush": flush, "rate": rate, "sent": sent["sent"],
-                                        "achieved_rate": sent["achieved_rate"], "received": got["received"],
-                                        "broker_busy": busy,
-                                        "samples": len(lat_ms), "p50_ms": p50, "p99_ms": p99, "p999_ms": p999,
-                                        "max_ms": float(lat_ms.max()), "latency_ms": lat_ms.tolist()})
-        print(f"  latency {flush:5} at {rate:5} msg/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms, p999 {p999:.2f} ms "
-              f"({len(lat_ms)} samples)", flush=True)
-
-    def run_backlog(self) -> None:
-        total = (256 << 20) if self.quick else (1 << 30)
-        size = 1024
-        count = total // size
-        proc = self.broker("backlog", warm_up=False)
-        bootstrap = self.bootstrap(proc)
-        topic = f"{self.prefix}backlog"
-        self.create_topics(bootstrap, [topic], 1)
-        written, _ = self.measured(proc, {"mode": "produce", "bootstrap": bootstrap, "topics": [topic],
-                                          "partitions_per_topic": 1, "size": size, "acks": "1",
-                                          "seconds": 300, "max_messages": count})
-        cache = "warm (broker not restarted: --bootstrap)"
-        if proc is not None:
-            self.finish("backlog-write", proc, keep_data=True)
-            cache = _drop_page_cache()
-            # Without the startup CRC check: it reads the whole log through the mapping before
-            # the broker listens, so the consumer would read from memory after all.
-            proc = BrokerProcess(proc.data_dir, {"commitlog.verify.on.start": "false"})
-            self.live = proc
-            proc.start()
-            bootstrap = proc.bootstrap
-        read, cpu = self.measured(proc, {"mode": "consume", "bootstrap": bootstrap, "topics": [topic],
-                                         "partitions_per_topic": 1, "expected": written["delivered"],
-                                         "seconds": 300, "group": f"g-{uuid.uuid4().hex[:8]}"})
-        self.results["backlog"] = {"bytes": written["delivered"] * size, "write": written, "read": read,
-                                   "cache": cache, "read_cpu_s_per_gb": _per_gb(cpu, read["bytes"])}
-        print(f"  backlog {written['delivered'] * size / 2**30:.2f} GiB ({cache}): "
-              f"read {read['msgs_per_s']:,.0f} msg/s, {read['mb_per_s']:.0f} MB/s", flush=True)
-        self.finish("backlog-read", proc)
+    # -- the run -------------------------------------------------------------
 
     def run_baselines(self) -> None:
         total = (256 << 20) if self.quick else (1 << 30)
@@ -290,48 +183,83 @@ class Suite:
             "fdatasync_ms": baselines.fdatasync_ms(self.tmp),
         }
         b = self.results["baselines"]
-        print(f"  baselines: loopback {b['loopback_mb_per_s']:,.0f} MB/s, file write "
-              f"{b['file_write_mb_per_s']:,.0f} MB/s, 4 KiB write+fdatasync {b['fdatasync_ms']:.2f} ms",
-              flush=True)
+        print(f"baselines: loopback {b['loopback_mb_per_s']:,.0f} MB/s, file write "
+              f"{b['file_write_mb_per_s']:,.0f} MB/s, 4 KiB write+fdatasync {b['fdatasync_ms']:.2f} ms", flush=True)
 
     def run(self) -> dict:
         meta = self.results["meta"] = {
             "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "quick": self.quick,
-            "target": self.external or "fresh Gregor per configuration",
+            "repeat": self.repeat, "brokers": list(self.brokers), "configs": [name for name, _ in self.configs],
+            "target": self.external or "fresh brokers per configuration",
             "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
                        f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB",
             "python": platform.python_version(), "loadavg_before": os.getloadavg(),
             "source": "external broker" if self.external else _describe_source(BrokerProcess.source)}
+        if "kafka" in self.brokers:
+            import kafka_process
+            meta["kafka"] = f"Apache Kafka {kafka_process.KafkaProcess.version}"
+            meta["kafka_sync"] = kafka_process.SYNC_LABEL
         started = time.perf_counter()
         try:
-            for title, phase in (("baselines", self.run_baselines),
-                                 ("message sizes, acks x flush mode, latency", self.run_sizes_and_acks),
-                                 ("partitions", self.run_partitions), ("backlog", self.run_backlog)):
-                print(f"{title} (at {time.perf_counter() - started:.0f} s, load {os.getloadavg()[0]:.2f})",
-                      flush=True)
-                try:
-                    phase()
-                except (RuntimeError, OSError, subprocess.SubprocessError, KafkaException) as exc:
-                    # Report what ran; one broken configuration must not lose the others' figures.
-                    if self.live is not None and not isinstance(exc, RuntimeError):
-                        try:  # a client error may be a broker that died: say so, with its stderr
-                            self._check_alive(self.live)
-                        except RuntimeError as died:
-                            exc = died
-                    print(f"  FAILED: {exc}", flush=True)
-                    self.results["errors"].append(f"{title}: {exc}")
-                    if self.live is not None:
-                        self.live.stop()
-                        self.live = None
+            self.run_baselines()
+            for run in range(self.repeat):
+                order = self.brokers if run % 2 == 0 else tuple(reversed(self.brokers))
+                for name, measure in self.configs:
+                    for broker in order:
+                        print(f"run {run + 1}/{self.repeat}, {name}, {broker} (at {time.perf_counter() - started:.0f} s,"
+                              f" load {os.getloadavg()[0]:.2f})", flush=True)
+                        self._guarded(f"run {run + 1}, {name}, {broker}", measure, broker, run)
         finally:
             shutil.rmtree(self.tmp, ignore_errors=True)
         meta["loadavg_after"] = os.getloadavg()
         meta["seconds"] = time.perf_counter() - started
         return self.results
 
+    def _guarded(self, title: str, measure, broker: str, run: int) -> None:
+        """One broken configuration must not lose the others' figures: report it and go on."""
+        try:
+            measure(self, broker, run)
+        except (RuntimeError, OSError, subprocess.SubprocessError, KafkaException) as exc:
+            if self.live is not None and not isinstance(exc, RuntimeError):
+                try:  # a client error may be a broker that died: say so, with its log
+                    self.check_alive(self.live)
+                except RuntimeError as died:
+                    exc = died
+            print(f"  FAILED: {exc}", flush=True)
+            self.results["errors"].append(f"{title}: {exc}")
+            if self.live is not None:
+                self.live.discard()
+                self.live = None
 
-def _per_gb(cpu: float | None, nbytes: int) -> float | None:
-    return cpu / (nbytes / 1e9) if cpu is not None and nbytes else None
+
+def create_topics(bootstrap: str, names: list[str], partitions: int) -> float:
+    """Create the topics, at most CREATE_BATCH_PARTITIONS partitions per CreateTopics call, and wait
+    until every partition has a leader; returns the seconds that took."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+    per_call = max(1, CREATE_BATCH_PARTITIONS // partitions)
+    started = time.perf_counter()
+    for i in range(0, len(names), per_call):
+        futures = admin.create_topics([NewTopic(n, partitions, 1) for n in names[i:i + per_call]],
+                                      operation_timeout=120, request_timeout=180)
+        for future in futures.values():
+            future.result()
+    deadline = time.monotonic() + 120
+    while not _have_leaders(admin, names, partitions):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(names)} topics of {partitions} partitions had no leaders after 120 s")
+        time.sleep(0.1)
+    return time.perf_counter() - started
+
+
+def _have_leaders(admin: AdminClient, names: list[str], partitions: int) -> bool:
+    topics = admin.list_topics(timeout=10).topics
+    for name in names:
+        meta = topics.get(name)
+        if meta is None or meta.error is not None or len(meta.partitions) != partitions:
+            return False
+        if any(p.leader < 0 or p.error is not None for p in meta.partitions.values()):
+            return False
+    return True
 
 
 def _describe_source(source: Path) -> str:
@@ -346,32 +274,55 @@ def _describe_source(source: Path) -> str:
     return f"commit {commit}" + (" with uncommitted changes in broker/store/protocol" if dirty else "")
 
 
-def _drop_page_cache() -> str:
-    os.sync()
+def _with_kafka(args: argparse.Namespace, parser: argparse.ArgumentParser) -> bool:
+    """Whether Kafka runs beside Gregor: by default when it is installed; --against-kafka insists."""
+    if args.gregor_only or args.bootstrap:
+        if args.against_kafka:
+            parser.error("--against-kafka cannot go with --gregor-only or --bootstrap")
+        return False
     try:
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
-    except OSError as exc:
-        return f"warm (drop_caches refused: {exc.strerror})"
-    return "cold (page cache dropped, no CRC check at start)"
+        import kafka_process
+        reason = kafka_process.unavailable()
+    except ImportError as exc:  # e.g. a tree without tests/oracle
+        reason = f"tests/oracle/kafka_broker.py cannot be imported: {exc}"
+    if reason is None:
+        return True
+    if args.against_kafka:
+        parser.error(f"--against-kafka, but {reason}")
+    print(f"Kafka is not available, measuring Gregor only (bin/setup-kafka resolves it): {reason}",
+          file=sys.stderr)
+    return False
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bootstrap", help="drive this broker instead of starting Gregor")
-    parser.add_argument("--quick", action="store_true", help="shorter phases, 256 MiB backlog (~3 min)")
+    parser.add_argument("--bootstrap", help="drive this broker instead of starting brokers (no Kafka beside it)")
+    parser.add_argument("--quick", action="store_true",
+                        help="2 s phases, 256 MiB backlog, no warm-up (~3-4 min per repeat with Kafka)")
+    parser.add_argument("--repeat", type=int, default=3, help="measure every figure this many times (default 3)")
+    kafka = parser.add_mutually_exclusive_group()
+    kafka.add_argument("--against-kafka", action="store_true",
+                       help="run every workload against a real Kafka too; fail if it is not installed")
+    kafka.add_argument("--gregor-only", action="store_true", help="do not start Kafka")
+    parser.add_argument("--only", help="comma-separated configurations: " + ", ".join(workloads.CONFIG_NAMES))
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md or plots")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     parser.add_argument("--from-json", type=Path, help="rewrite the docs from a saved --json run, run nothing")
     parser.add_argument("--source", type=Path, default=ROOT,
-                        help="run the broker from this source tree, e.g. a git archive of a commit")
+                        help="run Gregor from this source tree, e.g. a git archive of a commit")
     parser.add_argument("--profile", action="store_true",
                         help="profile Gregor's produce and fetch paths with cProfile instead")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     BrokerProcess.source = args.source.resolve()
     if args.profile:
         import profile_paths
         return profile_paths.main(quick=args.quick)
-    results = json.loads(args.from_json.read_text()) if args.from_json else Suite(args).run()
+    if args.from_json:
+        results = json.loads(args.from_json.read_text())
+    else:
+        results = Suite(args, _with_kafka(args, parser)).run()
     if args.json:
         args.json.write_text(json.dumps(results))
     print(report.summary(results))
