@@ -9,8 +9,6 @@ log.flush.interval.messages=1: Kafka fsyncs the partition's log after every appe
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from broker_process import ROOT, MeasuredProcess
@@ -18,7 +16,6 @@ from broker_process import ROOT, MeasuredProcess
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.oracle import kafka_broker
 from tests.oracle.kafka_broker import KAFKA_VERSION, KafkaBroker, KafkaUnavailable, kafka_libs
 
 SYNC_FLUSH = {"log.flush.interval.messages": "1"}
@@ -52,8 +49,7 @@ class KafkaProcess(MeasuredProcess):
 
     def start(self) -> None:
         """Format (once: a restart keeps the data), start, and return once the coordinators answer."""
-        with _same_cluster_id(self.data_dir / "logs" / "meta.properties"):
-            self.kafka.start()
+        self.kafka.start()
         self.proc = self.kafka.proc
 
     def last_words(self) -> str:
@@ -69,24 +65,3 @@ class KafkaProcess(MeasuredProcess):
             self.proc.kill()
             self.proc.wait(30)
         self.kafka.stop()  # only its bookkeeping now: the process has exited
-
-
-@contextmanager
-def _same_cluster_id(meta_properties: Path) -> Iterator[None]:
-    """Restart on formatted data: the launcher formats with `--ignore-formatted` and a new random
-    cluster id, which Kafka refuses once meta.properties holds another one. While it starts, hand
-    it the stored id (the backlog phase is the suite's only restart)."""
-    stored = None
-    if meta_properties.exists():
-        for line in meta_properties.read_text().splitlines():
-            if line.startswith("cluster.id="):
-                stored = line.split("=", 1)[1].strip()
-    if stored is None:
-        yield
-        return
-    fresh = kafka_broker.cluster_id
-    kafka_broker.cluster_id = lambda: stored
-    try:
-        yield
-    finally:
-        kafka_broker.cluster_id = fresh

@@ -178,8 +178,11 @@ class _Member(PollingMember):
         super().__init__()
 
     def poll_once(self):
+        # Long enough for a whole rebalance inside one poll (it returns early with records):
+        # kafka-python 3.0.12 drops a JoinGroup/SyncGroup that completes after its poll() timed
+        # out and joins again, which under load can repeat every generation.
         try:
-            records = [_record(r) for batch in self.consumer.poll(200).values() for r in batch]
+            records = [_record(r) for batch in self.consumer.poll(3000).values() for r in batch]
             try:
                 self.consumer.commit()
             except (kafka_errors.CommitFailedError, kafka_errors.RebalanceInProgressError):

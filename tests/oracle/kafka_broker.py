@@ -11,12 +11,13 @@ from __future__ import annotations
 import atexit
 import base64
 import os
-import signal
 import socket
 import subprocess
 import time
 import uuid
 from pathlib import Path
+
+from compat_tests.clients import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 KAFKA_VERSION = os.environ.get("GREGOR_KAFKA_VERSION", "3.9.0")
@@ -101,11 +102,6 @@ class KafkaBroker:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
     def _java(self, main: str, *args: str, jvm: list[str] | None = None) -> list[str]:
         return ["java", *(jvm or []), f"-Dlog4j.configuration=file:{self.data_dir / 'log4j.properties'}",
                 "-cp", f"{self.libs}/*", main, *args]
@@ -129,14 +125,15 @@ class KafkaBroker:
         return path
 
     def start(self, timeout: float = 90.0) -> str:
-        """Format a fresh KRaft storage dir, start the broker, return once it answers Metadata."""
+        """Format a fresh KRaft storage dir (not on a restart), start the broker on new ports, return
+        once it answers Metadata."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "log4j.properties").write_text(LOG4J.format(level=self.log_level, path=self.log_path))
         for attempt in range(3):  # a port handed out by the OS can be taken again before Kafka binds it
             config = self._configure()
-            subprocess.run(self._java("kafka.tools.StorageTool", "format", "--ignore-formatted",
-                                      "-t", cluster_id(), "-c", str(config)),
-                           check=True, capture_output=True, timeout=120)
+            if not (self.data_dir / "logs" / "meta.properties").exists():  # a restart keeps its data
+                subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id(),
+                                          "-c", str(config)), check=True, capture_output=True, timeout=120)
             with open(self.data_dir / "stdout.log", "ab") as out:
                 self.proc = subprocess.Popen(self._java("kafka.Kafka", str(config), jvm=JVM_OPTS),
                                              stdout=out, stderr=subprocess.STDOUT, cwd=self.data_dir)
@@ -199,19 +196,9 @@ class KafkaBroker:
     def stop(self, timeout: float = 30.0) -> int | None:
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_process(self.proc, grace=timeout)
         _running.discard(self)
         return self.proc.returncode
-
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def log(self) -> str:
         text = ""
