@@ -2,7 +2,7 @@
 
 Its jars come from Maven Central through tests/oracle/pom.xml, resolved by bin/setup-kafka into
 .cache/kafka/<version>/ (the directory holds `.resolved` once the copy is complete). Used by the
-pytest fixtures (compat_tests, conformance, Spark) and by bench/run.py. Only the process started
+pytest fixtures (compat_tests, conformance) and by bench/run.py. Only the process started
 here is ever signalled, by its PID: SIGTERM, then SIGKILL.
 """
 
@@ -129,7 +129,7 @@ class KafkaBroker:
         once it answers Metadata."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "log4j.properties").write_text(LOG4J.format(level=self.log_level, path=self.log_path))
-        for attempt in range(3):  # a port handed out by the OS can be taken again before Kafka binds it
+        for _ in range(3):  # a port handed out by the OS can be taken again before Kafka binds it
             config = self._configure()
             if not (self.data_dir / "logs" / "meta.properties").exists():  # a restart keeps its data
                 subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id(),
@@ -139,20 +139,18 @@ class KafkaBroker:
                                              stdout=out, stderr=subprocess.STDOUT, cwd=self.data_dir)
             _running.add(self)
             deadline = time.monotonic() + timeout
-            if self._wait_ready(timeout) and self._warm_up(deadline):
+            if self._wait_ready(deadline) and self._warm_up(deadline):
                 return self.bootstrap
             self.stop()
             if "Address already in use" not in self.log():
                 break
         raise RuntimeError(f"Kafka {self.version} did not start within {timeout}s:\n{self.log()[-3000:]}")
 
-    def _wait_ready(self, timeout: float) -> bool:
+    def _wait_ready(self, deadline: float) -> bool:
         from kafka import KafkaAdminClient
         from kafka.errors import RetriableError
 
         not_yet = (RetriableError, OSError)  # not listening yet, or not yet registered with its controller
-
-        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return False
