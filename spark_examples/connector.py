@@ -1,68 +1,63 @@
 """Where Spark's Kafka connector comes from, and a small local SparkSession that uses it.
 
-The connector (spark-sql-kafka-0-10 plus its dependencies spark-token-provider-kafka-0-10,
-kafka-clients and commons-pool2) is not in the pyspark wheel. It comes either from
-SPARK_KAFKA_JARS, a comma-separated list of jar paths, or from a Maven repository through
-`spark.jars.packages` (what `--packages` sets) when one is reachable. When neither is there,
-`ConnectorUnavailable` says so, and what to do, instead of Spark failing deep inside Ivy.
+The connector (spark-sql-kafka-0-10 plus spark-token-provider-kafka-0-10, kafka-clients and
+commons-pool2) is not in the pyspark wheel. `bin/setup-spark` (run by `bin/setup test` and by
+`bin/spark-example`) resolves it with Maven from spark_examples/pom.xml into
+.cache/spark-kafka/<pyspark version>/, and the session gets those jars through `spark.jars`: nothing
+is downloaded when a job starts (no `spark.jars.packages`/`--packages`). SPARK_KAFKA_JARS, a
+comma-separated list of jar paths, overrides the cache. When neither has the connector,
+`ConnectorUnavailable` names the artifact and Maven's log instead of Spark failing on the first
+`format("kafka")` with "Failed to find data source: kafka".
 """
 
 from __future__ import annotations
 
+import glob
 import os
-import urllib.error
-import urllib.request
-from functools import cache
+from pathlib import Path
 
 import pyspark
 from pyspark.sql import SparkSession
 
 SCALA_BINARY = "2.13"
-PACKAGE = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY}:{pyspark.__version__}"
-_GROUP_PATH = "org/apache/spark"
 _ARTIFACT = f"spark-sql-kafka-0-10_{SCALA_BINARY}"
-MAVEN_REPOSITORY = os.environ.get("SPARK_KAFKA_MAVEN_REPO", "https://repo1.maven.org/maven2")
+ARTIFACT = f"org.apache.spark:{_ARTIFACT}:{pyspark.__version__}"
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / ".cache" / "spark-kafka" / pyspark.__version__
 
 
 class ConnectorUnavailable(RuntimeError):
-    """Neither SPARK_KAFKA_JARS nor a reachable Maven repository provides the connector."""
+    """Neither SPARK_KAFKA_JARS nor .cache/spark-kafka/ holds the connector for this pyspark."""
 
 
 def connector_jars() -> list[str]:
-    """The jar paths in SPARK_KAFKA_JARS; a listed path that does not exist is an error."""
-    paths = [p.strip() for p in os.environ.get("SPARK_KAFKA_JARS", "").split(",") if p.strip()]
-    missing = [p for p in paths if not os.path.isfile(p)]
-    if missing:
-        raise ConnectorUnavailable(f"SPARK_KAFKA_JARS lists files that do not exist: {', '.join(missing)}")
+    """The connector's jars: SPARK_KAFKA_JARS when set, else the ones bin/setup-spark resolved.
+    A listed path that does not exist, or no spark-sql-kafka jar at all, is ConnectorUnavailable."""
+    listed = os.environ.get("SPARK_KAFKA_JARS", "")
+    if listed.strip():
+        paths = [p.strip() for p in listed.split(",") if p.strip()]
+        missing = [p for p in paths if not os.path.isfile(p)]
+        if missing:
+            raise ConnectorUnavailable(f"SPARK_KAFKA_JARS lists files that do not exist: {', '.join(missing)}")
+        where = "SPARK_KAFKA_JARS"
+    else:
+        paths = sorted(glob.glob(str(CACHE / "*.jar"))) if (CACHE / ".resolved").is_file() else []
+        where = str(CACHE)
+    if not any(os.path.basename(p).startswith(_ARTIFACT) for p in paths):
+        log = CACHE.parent / f"{pyspark.__version__}.log"
+        detail = log.read_text(errors="replace").strip()[-600:] if log.is_file() else "bin/setup-spark has not run"
+        raise ConnectorUnavailable(
+            f"Spark's Kafka connector {ARTIFACT} is not available: {where} has no {_ARTIFACT}-*.jar. "
+            f"Run `bash bin/setup spark` (needs mvn and Maven Central), or set SPARK_KAFKA_JARS to the "
+            f"jars of {_ARTIFACT}, spark-token-provider-kafka-0-10_{SCALA_BINARY}, kafka-clients and "
+            f"commons-pool2. Maven said: {detail}"
+        )
     return paths
-
-
-@cache
-def maven_reachable(timeout_s: float = 5.0) -> tuple[bool, str]:
-    """Whether the connector's POM for this pyspark version can be fetched; else the reason."""
-    version = pyspark.__version__
-    url = f"{MAVEN_REPOSITORY}/{_GROUP_PATH}/{_ARTIFACT}/{version}/{_ARTIFACT}-{version}.pom"
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout_s):
-            return True, ""
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        return False, f"{url}: {e}"
 
 
 def connector_conf() -> dict[str, str]:
     """Spark settings that put the connector on the classpath, or ConnectorUnavailable."""
-    jars = connector_jars()
-    if any(os.path.basename(j).startswith(_ARTIFACT) for j in jars):
-        return {"spark.jars": ",".join(jars)}
-    reachable, why = maven_reachable()
-    if reachable:
-        return {"spark.jars.packages": PACKAGE}
-    raise ConnectorUnavailable(
-        f"Spark's Kafka connector is not available: SPARK_KAFKA_JARS names no {_ARTIFACT}-*.jar "
-        f"({len(jars)} jars listed) and the Maven repository is unreachable ({why}). Either run with "
-        f"--packages {PACKAGE} where Maven is reachable, or set SPARK_KAFKA_JARS to the jars of "
-        f"{_ARTIFACT}, spark-token-provider-kafka-0-10_{SCALA_BINARY}, kafka-clients and commons-pool2."
-    )
+    return {"spark.jars": ",".join(connector_jars())}
 
 
 def spark_session(app_name: str, master: str | None = None, with_connector: bool = True) -> SparkSession:
