@@ -4,6 +4,7 @@ every test here is skipped with the reason, and test_spark_kafka_calls.py covers
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -131,3 +132,30 @@ def test_generator_command_line_runs_as_documented(pipeline):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert '"events": 8' in proc.stdout
     assert len(read_topic(bootstrap, "cli-events", 3)) == 8
+
+
+def test_the_readme_commands_run_the_orders_example_then_replay_it(pipeline, tmp_path):
+    """What spark_examples/README.md tells a new user to run (`bin/spark-example orders`, then
+    `replay`), as `python -m spark_examples.run` against a running Gregor, in a fresh directory."""
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "spark_examples.run", *args, "--bootstrap", pipeline["bootstrap"]],
+                              cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                              text=True, timeout=600, check=False)
+
+    orders = run("orders")
+    assert orders.returncode == 0, orders.stderr[-3000:]
+    assert "16 windows written" in orders.stdout and "(80 of 120 events;" in orders.stdout
+    assert "15 registrations from" in orders.stdout and "next: bash bin/spark-example replay" in orders.stdout
+    assert len(list(tmp_path.glob("spark-example-data/*/run.json"))) == 1
+    replay = run("replay")
+    assert replay.returncode == 0, replay.stdout + replay.stderr[-3000:]
+    assert replay.stdout.strip().endswith("8 windows equal to the live run's, 0 different, 0 not written by the live run")
+
+
+def test_an_example_without_a_broker_says_so_in_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "spark_examples.run", "orders", "--bootstrap", "127.0.0.1:1"],
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        "no broker answers at 127.0.0.1:1 ([Errno 111] Connection refused); start one with `bash bin/serve`"]
