@@ -101,7 +101,7 @@ async def _send_in_order(stream: trio.SocketStream, to_send: trio.MemoryReceiveC
         async with to_send:
             async for response, durable in to_send:
                 if durable is not None:
-                    await durable()
+                    response = await durable()
                 if isinstance(response, list):
                     await _send_buffers(stream.socket, response)
                 else:
@@ -149,18 +149,30 @@ async def _answer(broker: Broker, frame: bytes, peer: str) -> tuple[bytes, Any] 
         if body is None:  # acks=0 produce
             broker.metrics.request(request.spec.name, len(frame), 0)
             return None
-        durable = None
         if isinstance(body, DurableResponse):
-            body, durable = body.body, body.wait
+            return None, _after_flush(broker, request, body, len(frame))
         response = encode_response(request.header, body)
         # a list's first buffer starts with the frame size: no second pass over the batches
         size = int.from_bytes(response[0][:4], "big") + 4 if isinstance(response, list) else len(response)
         broker.metrics.request(request.spec.name, len(frame), size)
-        return response, durable
+        return response, None
     except Exception:
         log.exception("handler bug on %s v%d from %s (client %r)", request.spec.name,
                       request.header.api_version, peer, request.header.client_id)
         raise _CloseConnection("internal error") from None
+
+
+def _after_flush(broker: Broker, request, pending: DurableResponse, frame_size: int):
+    """The sender's wait for a produce's group commit; the answer is encoded after it, since a
+    failed fsync changes it (KAFKA_STORAGE_ERROR instead of NONE)."""
+
+    async def durable() -> bytes:
+        await pending.wait()
+        response = encode_response(request.header, pending.body)
+        broker.metrics.request(request.spec.name, frame_size, len(response))
+        return response
+
+    return durable
 
 
 def _peer(stream: trio.SocketStream) -> str:

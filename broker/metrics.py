@@ -62,6 +62,9 @@ class _StateCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         store = self.broker.store
+        yield GaugeMetricFamily("gregor_log_dir_offline",
+                                "1 once a commitlog fsync or write failed: appends are refused until restart",
+                                value=0 if store.offline is None else 1)
         end = GaugeMetricFamily("gregor_partition_end_offset", "Log end offset (high watermark)",
                                 labels=["topic", "partition"])
         start = GaugeMetricFamily("gregor_partition_start_offset", "Log start offset",

@@ -52,3 +52,8 @@ class CorruptData(StoreError):
 
 class EntryTooLarge(StoreError):
     """A batch that cannot fit in one commitlog segment."""
+
+
+class LogDirOffline(StoreError):
+    """The commitlog failed an fsync or a write: the store refuses every append from then on, and
+    keeps serving reads, until the broker restarts (Kafka takes the log directory offline)."""

@@ -72,8 +72,16 @@ class Flusher:
     """
 
     def __init__(self, sync: bool, interval_s: float, lock: threading.Lock,
-                 write_position: Callable[[], int], flush_range: Callable[[int, int], None]) -> None:
+                 write_position: Callable[[], int], flush_range: Callable[[int, int], None],
+                 on_failure: Callable[[OSError], None] | None = None) -> None:
         self.sync = sync
+        # A failed fsync is final. Retrying the same range is not safe: on Linux the failure
+        # clears the pages' error and dirty state, so a retried fsync can "succeed" with the
+        # data gone (the 2018 "fsyncgate"), and every later group would be acknowledged on
+        # top of the hole. So the first error is kept, every group from then on completes with
+        # it, and `on_failure` (the store going offline) is told once.
+        self.failed: OSError | None = None
+        self._on_failure = on_failure
         self.interval_s = interval_s
         self._lock = lock
         self._write_position = write_position
@@ -112,13 +120,15 @@ class Flusher:
             if group.appends:
                 self.group = FlushHandle()
             target = self._write_position()
-        error = None
-        if target != self.flushed:
+        error = self.failed
+        if error is None and target != self.flushed:
             try:
                 self._flush_range(self.flushed, target)
                 self.flushed = target
             except OSError as exc:
-                error = exc
+                error = self.failed = exc
+                if self._on_failure is not None:
+                    self._on_failure(exc)
         if group.appends:
             self.commits += 1
             self.committed_appends += group.appends

@@ -32,6 +32,7 @@ from store.errors import (
     AdminBusy,
     CorruptData,
     CorruptEntry,
+    LogDirOffline,
     OffsetOutOfRange,
     QueueFilesUnavailable,
     StorageFull,
@@ -103,12 +104,13 @@ class Store:
         self._full_warned = -FULL_WARNING_INTERVAL_S
         self._sync = config.flush_mode == "sync"
         self._closed = False
+        self.offline: LogDirOffline | None = None  # set once, when an fsync or a write failed
         self.offsets = OffsetStore(root / "offsets.log")
         commitlog.start_allocator()
         self._reserver = QueueReserver()
         self._reserver.start()
         self._flusher = Flusher(self._sync, config.flush_interval_ms / 1000, self._lock,
-                                lambda: self._log.write_position, self._log.flush)
+                                lambda: self._log.write_position, self._log.flush, self._go_offline)
         self._retention = Periodic("retention", config.retention_check_interval_ms / 1000, self.enforce_retention)
         self._retention.start()
 
@@ -155,9 +157,25 @@ class Store:
         self._log.stop_allocator()
         self.write_checkpoint(every_queue=True)
         with self._lock:
-            mark_clean(self.root / "clean_shutdown")
+            if self.offline is None:  # after a failed fsync nothing is known durable: recover at start
+                mark_clean(self.root / "clean_shutdown")
             self._log.close()
         self.offsets.close()
+
+    def _go_offline(self, exc: OSError) -> None:
+        """The flusher's fsync failed: refuse appends until restart (called by the flusher)."""
+        with self._lock:
+            self._set_offline(exc, "fsync")
+
+    def _set_offline(self, exc: OSError, what: str) -> LogDirOffline:
+        """Call under the append lock."""
+        if self.offline is None:
+            self.offline = LogDirOffline(f"log directory {self.root} is offline: commitlog {what} failed: {exc}")
+            self.offline.__cause__ = exc
+            log.error("log directory %s is offline: commitlog %s failed (%s); every append is refused with "
+                      "KAFKA_STORAGE_ERROR, reads go on; restart the broker once the disk is fixed",
+                      self.root, what, exc)
+        return self.offline
 
     def write_checkpoint(self, every_queue: bool = False) -> None:
         """Make the commitlog and the derived files durable up to now, then save the point.
@@ -168,6 +186,8 @@ class Store:
         only the entries after this write position. Only queues that moved since the previous
         checkpoint are msynced, unless `every_queue`."""
         with self._checkpoint_lock:
+            if self.offline is not None:  # a checkpoint would claim bytes durable that may not be
+                return
             with self._lock:  # only copies here: appends wait for this (~0.3 us per partition)
                 ckpt = Checkpoint(self._log.write_position,
                                   {s.start: s.newest_timestamp for s in self._log.segments}, {},
@@ -182,6 +202,8 @@ class Store:
                     ckpt.queues[key] = (log_start, hw)
                     queues.append((key, q))
             self._flusher.flush_now()
+            if self.offline is not None:
+                return
             for key, q in queues:
                 if every_queue or self._checkpointed.get(key) != ckpt.queues[key]:
                     q.flush()
@@ -351,6 +373,8 @@ class Store:
         log_append = self._log.append
         appended = 0
         with self._lock:
+            if self.offline is not None:
+                return [self.offline] * len(items)
             now = _time_ns() // 1_000_000
             if now < self._last_ts:  # store timestamps never go back (an `if`: max() costs 0.08 us)
                 now = self._last_ts
@@ -422,9 +446,7 @@ class Store:
             full = StorageFull(str(exc))
             full.__cause__ = exc
             return full
-        error = StoreError(f"commitlog write failed: {exc}")
-        error.__cause__ = exc
-        return error
+        return self._set_offline(exc, "write")  # an I/O error: as Kafka, take the log directory offline
 
     def _reserve(self, q: ConsumeQueue, base: int, count: int) -> None:
         """Entries [base, base+count) get disk blocks now if they have none yet (this append

@@ -30,6 +30,8 @@ class BrokerProcess:
     log_path: Path | None = None
     port: int = 0
     open_files: tuple[int, int] | None = None  # (soft, hard) RLIMIT_NOFILE the broker starts with
+    extra_args: list[str] = field(default_factory=list)  # more `gregor serve` arguments (--admin-port 0)
+    env: dict[str, str] | None = None  # added to the broker's environment (LD_PRELOAD)
 
 
     def start(self, timeout: float = 30.0) -> str:
@@ -39,10 +41,12 @@ class BrokerProcess:
             args = [sys.executable, "-c", _WITH_OPEN_FILES, *map(str, self.open_files), *args]
         for key, value in self.settings.items():
             args += ["--set", f"{key}={value}"]
+        args += self.extra_args
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
         log = open(self.log_path, "ab")
         seen = self.log_path.stat().st_size
-        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=log)
+        env = {**os.environ, **self.env} if self.env else None
+        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=log, env=env)
         _running.append(self)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

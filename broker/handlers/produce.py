@@ -37,6 +37,7 @@ async def handle_produce(broker: Broker, request: Request):
             wanted[(topic.name, part.index)] = part.records
     results: dict[tuple[str, int], tuple] = {}
     handles = []
+    durable: list[tuple[str, int, int]] = []  # the appends the flush handle covers
     if version < request.spec.refused_below:
         results = {key: _error(ErrorCode.UNSUPPORTED_VERSION) for key in wanted}
     elif body.acks not in (0, 1, -1):
@@ -60,29 +61,43 @@ async def handle_produce(broker: Broker, request: Request):
                 results[(a.topic, a.partition)] = _appended(broker, a, result)
                 if result.__class__ is AppendResult:
                     handle = result.flush
+                    if handle is not None:
+                        durable.append((a.topic, a.partition, a.log_start))
             if handle is not None:
                 handles.append(handle)
     if body.acks == 0:
         return None
-    response = _response(version, results)
     if handles:
-        return DurableResponse(response, handles, broker.metrics)
-    return response
+        return DurableResponse(version, results, durable, handles, broker.metrics)
+    return _response(version, results)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DurableResponse:
     """A produce answer that may be sent only once its appends are fsynced (sync flush).
-    The connection sends it in request order after `wait()`, and meanwhile keeps reading and
-    appending the requests behind it, so one group commit covers many of them."""
+    The connection sends `body` in request order after `wait()`, and meanwhile keeps reading
+    and appending the requests behind it, so one group commit covers many of them. The answer
+    is encoded after the fsync: if it failed, every append it covered answers
+    KAFKA_STORAGE_ERROR (and the store has gone offline), never NONE."""
 
-    body: Any
+    version: int
+    results: dict[tuple[str, int], tuple]
+    durable: list[tuple[str, int, int]]  # (topic, partition, log start) of the appends waited for
     handles: list
     metrics: BrokerMetrics | None
+    body: Any = None
 
     async def wait(self) -> None:
+        failed = None
         for handle in self.handles:
             await wait_durable(handle, self.metrics)
+            failed = failed or handle.exception()
+        if failed is not None:
+            log.error("produce of %d batch(es) refused: the group-commit fsync failed: %s", len(self.durable), failed)
+            for topic, partition, log_start in self.durable:
+                self.results[(topic, partition)] = _error(ErrorCode.KAFKA_STORAGE_ERROR, log_start,
+                                                          f"fsync failed, log directory offline: {failed}")
+        self.body = _response(self.version, self.results)
 
 
 def _error(code: ErrorCode, log_start: int = -1, message: str | None = None) -> tuple:

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from store import StorageFull, Store, StoreError
+from store.errors import LogDirOffline
 from store.flush import FlushHandle
 from store.segment import WriteBuffer
 from tests.store.conftest import append, build_batch, disk_full, tiny_config
@@ -62,6 +63,32 @@ def test_a_failed_fsync_reaches_every_waiter():
     assert len(errors) == 4 and "EIO" in str(errors[0])
     with pytest.raises(StoreError):
         handle.wait(0)
+
+
+def test_after_a_failed_fsync_the_store_refuses_appends_and_never_retries_the_fsync(data_dir, monkeypatch):
+    """A retried fsync may "succeed" after the kernel dropped the failed pages: the first error
+    is final for every group, later appends are refused (LogDirOffline), reads go on."""
+    s = Store.open(data_dir, tiny_config(flush_mode="sync"))
+    s.create_topic("t", 1, {})
+    assert append(s, "t", 0, build_batch([b"ok"])).flush.wait(5)
+    calls = []
+
+    def failing(start: int, end: int) -> None:
+        calls.append((start, end))
+        raise OSError(5, "EIO")
+
+    monkeypatch.setattr(s._flusher, "_flush_range", failing)
+    with pytest.raises(StoreError, match="EIO"):
+        append(s, "t", 0, build_batch([b"lost"])).flush.wait(5)
+    assert len(calls) == 1 and isinstance(s.offline, LogDirOffline)
+    monkeypatch.setattr(s._flusher, "_flush_range", lambda start, end: calls.append((start, end)))
+    with pytest.raises(LogDirOffline):
+        append(s, "t", 0, build_batch([b"refused"]))
+    s.flush()
+    assert len(calls) == 1  # never fsynced again: the failed range is not trusted
+    assert s.read("t", 0, 0, 1 << 20).batches  # reads go on
+    s.close()
+    assert not (data_dir / "clean_shutdown").exists()  # the next start recovers from the commitlog
 
 
 def test_write_buffer_reports_a_failed_write(tmp_path):
