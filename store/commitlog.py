@@ -67,8 +67,12 @@ class CommitLog:
         directory.mkdir(parents=True, exist_ok=True)
         for stale in directory.glob("*.alloc"):
             stale.unlink()
-        self.segments: list[Segment] = [Segment.open(p) for p in sorted(directory.iterdir())]
-        self._starts = [s.start for s in self.segments]
+        # The segment list and their start positions, replaced together as one tuple: readers
+        # (fetches on the event loop, lookups in worker threads) take no lock, and the
+        # retention thread drops segments meanwhile. Two lists shrunk in two statements let a
+        # reader bisect the old starts and index the new list: the wrong mapping.
+        self._table: tuple[tuple[Segment, ...], tuple[int, ...]] = ((), ())
+        self._set([Segment.open(p) for p in sorted(directory.iterdir())])
         if not self.segments:
             self._add(Segment.create(directory, 0, segment_bytes, prezero))
         self.active = self.segments[0]
@@ -81,14 +85,23 @@ class CommitLog:
 
     # ---- positions -------------------------------------------------------------------
     @property
+    def segments(self) -> tuple[Segment, ...]:
+        """The segments, oldest first (a snapshot: it never changes once read)."""
+        return self._table[0]
+
+    def _set(self, segments: list[Segment] | tuple[Segment, ...]) -> None:
+        self._table = (tuple(segments), tuple(s.start for s in segments))
+
+    @property
     def min_position(self) -> int:
         return self.segments[0].start
 
     def segment_at(self, position: int) -> Segment | None:
-        i = bisect.bisect_right(self._starts, position) - 1
+        segments, starts = self._table  # one snapshot for the bisect and the index
+        i = bisect.bisect_right(starts, position) - 1
         if i < 0:
             return None
-        seg = self.segments[i]
+        seg = segments[i]
         return seg if position < seg.end else None
 
     def view(self, position: int, size: int) -> memoryview | None:
@@ -160,8 +173,7 @@ class CommitLog:
         return nxt
 
     def _add(self, seg: Segment) -> None:
-        self.segments.append(seg)
-        self._starts.append(seg.start)
+        self._set((*self.segments, seg))
 
     # ---- allocator thread ------------------------------------------------------------
     def start_allocator(self) -> None:
@@ -263,8 +275,9 @@ class CommitLog:
     # ---- flushing --------------------------------------------------------------------
     def flush(self, start: int, end: int) -> None:
         """fsync every segment holding bytes of [start, end)."""
-        i = max(0, bisect.bisect_right(self._starts, start) - 1)
-        for seg in self.segments[i:]:
+        segments, starts = self._table
+        i = max(0, bisect.bisect_right(starts, start) - 1)
+        for seg in segments[i:]:
             if seg.start >= end:
                 break
             if seg.end > start and seg.fd >= 0:
@@ -278,7 +291,7 @@ class CommitLog:
         invalid beyond it (a torn tail) is zeroed; corrupt regions stay as they are."""
         first, local = 0, 0
         if start is not None:
-            first = max(0, bisect.bisect_right(self._starts, start) - 1)
+            first = max(0, bisect.bisect_right(self._table[1], start) - 1)
             local = start - self.segments[first].start
         end_seg, end_local, zero_tail = first, local, False
         for i, seg in enumerate(self.segments):
@@ -336,10 +349,10 @@ class CommitLog:
             if tail.any():
                 tail[:] = 0
                 self.active.flush()
-        for seg in self.segments[seg_index + 1:]:
+        dropped = self.segments[seg_index + 1:]
+        self._set(self.segments[:seg_index + 1])
+        for seg in dropped:
             seg.drop(unlink=True)
-        del self.segments[seg_index + 1:]
-        del self._starts[seg_index + 1:]
 
     def restore(self, write_position: int, newest: dict[int, int]) -> None:
         """Resume after a clean shutdown at the checkpointed write position."""
@@ -353,11 +366,10 @@ class CommitLog:
     def detach_oldest(self, count: int) -> list[Segment]:
         """Remove the `count` oldest segments from the log (never the active one); the caller
         unlinks them off the append path."""
-        count = min(count, self.segments.index(self.active))
-        gone = self.segments[:count]
-        del self.segments[:count]
-        del self._starts[:count]
-        return gone
+        segments = self.segments
+        count = min(count, segments.index(self.active))
+        self._set(segments[count:])
+        return list(segments[:count])
 
     def close(self) -> None:
         self.stop_allocator()

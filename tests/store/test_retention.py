@@ -73,3 +73,47 @@ def test_readers_keep_views_of_deleted_segments(data_dir):
     assert s.enforce_retention() > 0
     assert bytes(view) == copy
     s.close()
+
+
+def test_reads_racing_retention_never_get_the_wrong_segment(tmp_path):
+    """segment_at runs without the lock (fetches, lookups) while the retention thread detaches
+    the oldest segments: every answer is the segment holding the position, or None once it is
+    gone, never a neighbour (whose mapping a read would then slice at a negative offset)."""
+    import sys
+    import threading
+
+    from store.commitlog import CommitLog
+    from store.segment import Segment
+
+    size = 4096
+    log = CommitLog(tmp_path / "commitlog", size)
+    for i in range(1, 400):
+        log._add(Segment.create(log.directory, i * size, size))
+    log.active = log.segments[-1]
+    wrong: list[tuple[int, int]] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        position = 0
+        while not stop.is_set():
+            position = (position + 4099) % (400 * size)
+            seg = log.segment_at(position)
+            if seg is not None and not seg.start <= position < seg.end:
+                wrong.append((position, seg.start))
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: the race needs one between two lines
+    try:
+        readers = [threading.Thread(target=reader) for _ in range(2)]
+        for t in readers:
+            t.start()
+        while len(log.segments) > 1:
+            for seg in log.detach_oldest(1):
+                seg.drop(unlink=True)
+        stop.set()
+        for t in readers:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+        log.close()
+    assert wrong == []
