@@ -21,6 +21,19 @@ _I64 = struct.Struct(">q")
 Results = list[tuple[str, list[tuple[int, int, int, int, int, str | None]]]]
 
 
+class RecordErrors(str):
+    """An error message that also names the records at fault: Produce v8+ `record_errors`,
+    (batch_index, batch_index_error_message) pairs. A str, so the usual path stays a str."""
+
+    record_errors: tuple[tuple[int, str | None], ...] = ()
+
+    @classmethod
+    def of(cls, message: str, record_errors: list[tuple[int, str | None]]) -> RecordErrors:
+        made = cls(message)
+        made.record_errors = tuple(record_errors)
+        return made
+
+
 def _uvarint(n: int) -> bytes:
     out = bytearray()
     while n > 0x7F:
@@ -55,7 +68,14 @@ def encode_produce_response(version: int, results: Results, throttle_time_ms: in
             if version >= 5:
                 out.append(_I64.pack(log_start))
             if version >= 8:
-                out.append(_count(0, flexible))  # record_errors
+                if message.__class__ is RecordErrors:
+                    out.append(_count(len(message.record_errors), flexible))
+                    for batch_index, text in message.record_errors:
+                        out.append(_I32.pack(batch_index))
+                        out.append(_string(text, flexible))
+                        out.append(tags)
+                else:
+                    out.append(_count(0, flexible))  # record_errors
                 out.append(_string(message, flexible))
             out.append(tags)
         out.append(tags)

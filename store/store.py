@@ -7,6 +7,7 @@ the broker; every call is plain blocking Python the broker may run off its event
 
 from __future__ import annotations
 
+import bisect
 import errno
 import logging
 import resource
@@ -224,26 +225,102 @@ class Store:
         return self._flusher.commits, self._flusher.committed_appends
 
     def enforce_retention(self, now_ms: int | None = None) -> int:
-        """Delete whole expired commitlog segments; returns how many. Called by the retention
-        thread; the unlinks happen outside the append lock."""
+        """Delete whole expired commitlog segments, then move the log start of partitions whose
+        records expired by their topic's own limits; returns how many segments were deleted.
+        A segment goes once every topic's retention.ms allows it (the longest wins: a topic
+        with retention.ms=-1 keeps the segments, as Kafka keeps that topic's data forever), or
+        by the commitlog-wide log.retention.bytes. Called by the retention thread; the unlinks
+        happen outside the append lock."""
         now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        segment_ms = self._segment_retention_ms()
         with self._lock:
             count = retention.segments_to_delete(self._log.segments, self._log.active, now_ms,
-                                                 self.config.retention_ms, self.config.retention_bytes)
-            if not count:
-                return 0
-            gone = self._log.detach_oldest(count)
+                                                 segment_ms, self.config.retention_bytes)
+            gone = self._log.detach_oldest(count) if count else []
             min_position = self._log.min_position
-            self._key_index.drop_below(min_position)
+            if count:
+                self._key_index.drop_below(min_position)
             parts = self._all_partitions()
-        for part in parts:
-            q = part.queue
-            q.advance_log_start(q.first_offset_at_or_after(min_position))
-        for seg in gone:
-            seg.drop(unlink=True)
-        self.write_checkpoint()
-        log.info("retention deleted %d commitlog segment(s); log now starts at %d", count, min_position)
+        if count:
+            for part in parts:
+                q = part.queue
+                q.advance_log_start(q.first_offset_at_or_after(min_position))
+            for seg in gone:
+                seg.drop(unlink=True)
+            log.info("retention deleted %d commitlog segment(s); log now starts at %d", count, min_position)
+        moved = self._topic_retention(now_ms, segment_ms)
+        if count or moved:
+            self.write_checkpoint()
         return count
+
+    def _segment_retention_ms(self) -> int:
+        """How old a commitlog segment may get: the longest retention.ms of any topic (-1:
+        forever), at least log.retention.ms. A compacted topic without `delete` in its
+        cleanup.policy is never deleted by time or size (Kafka keeps at least the latest record
+        of every key; Gregor does not compact yet), so it keeps every segment."""
+        limits = [self.config.retention_ms]
+        for meta in self._registry.topics.values():
+            if not deletes(meta.configs):
+                return -1
+            if "retention.ms" in meta.configs:
+                limits.append(int(meta.configs["retention.ms"]))
+        return -1 if min(limits) < 0 else max(limits)
+
+    def _topic_retention(self, now_ms: int, segment_ms: int) -> int:
+        """Each topic's own retention.ms and retention.bytes, at batch granularity: a partition's
+        log start moves past its batches whose timestamps are all older than now - retention.ms
+        (Kafka's rule for a segment's largest timestamp), and past its oldest batches while the
+        rest exceed retention.bytes. Topics without retention.ms follow log.retention.ms here
+        only when segments live longer than that (another topic's longer retention keeps them).
+        The bytes stay until their commitlog segment expires (MetaQ deletes whole shared
+        segments), unreadable below the log start. Returns how many partitions moved."""
+        moved = 0
+        for name, meta in list(self._registry.topics.items()):
+            if not deletes(meta.configs):
+                continue  # compact only: neither time nor size deletes its records
+            if "retention.ms" in meta.configs:
+                limit_ms = int(meta.configs["retention.ms"])
+            else:
+                limit_ms = self.config.retention_ms if segment_ms != self.config.retention_ms else -1
+            limit_bytes = int(meta.configs.get("retention.bytes", -1))
+            if limit_ms < 0 and limit_bytes < 0:
+                continue
+            for part in list(self._parts.get(name, ())):
+                q = part.queue
+                start = q.log_start
+                if limit_ms >= 0:
+                    start = max(start, self._first_batch_not_older(part, now_ms - limit_ms))
+                if limit_bytes >= 0:
+                    start = max(start, _first_offset_within_bytes(q, start, limit_bytes))
+                if start > q.log_start:
+                    q.advance_log_start(start)
+                    moved += 1
+                    log.info("retention of topic %s moved partition %d's log start to %d", name, part.index, start)
+        return moved
+
+    def _first_batch_not_older(self, part: Partition, oldest_kept_ms: int) -> int:
+        """Base offset of the first batch whose running maximum timestamp is >= oldest_kept_ms
+        (every batch before it is wholly older); the high watermark if there is none."""
+        index = self._time_index(part)
+        i = bisect.bisect_left(index.maxes, oldest_kept_ms)
+        return index.offsets[i] if i < len(index.offsets) else part.queue.high_watermark
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """Kafka's DeleteRecords: move the partition's log start up to `offset` (-1: the high
+        watermark); returns the new log start. OffsetOutOfRange above the high watermark. The
+        checkpoint written afterwards keeps it across a restart."""
+        with self._admin_lock:
+            q = self._partition(topic, partition).queue
+            hw = q.high_watermark
+            target = hw if offset == -1 else offset
+            if not 0 <= target <= hw:
+                raise OffsetOutOfRange(f"{topic}-{partition}: cannot delete records below {offset}, "
+                                       f"the high watermark is {hw}")
+            if target > q.log_start:
+                with self._lock:
+                    q.advance_log_start(target)
+                self.write_checkpoint()
+            return q.log_start
 
     # ---- topics ----------------------------------------------------------------------
     def topics(self) -> dict[str, TopicMeta]:
@@ -595,3 +672,26 @@ class Store:
         if view is None:
             raise OffsetOutOfRange(f"{topic}-{partition} offset {offset}")
         return msgid.encode(self.config.node_id, pos, offset - _BASE.unpack_from(view, 0)[0])
+
+
+def _first_offset_within_bytes(q: ConsumeQueue, start: int, limit: int) -> int:
+    """The smallest batch base offset >= start from which the partition's batches up to the
+    high watermark take at most `limit` bytes (every record's entry repeats its batch's
+    position and size: one per batch is counted)."""
+    hw = q.high_watermark
+    if hw <= start:
+        return start
+    entries = q.entries(start, hw)
+    pos, size = entries["pos"], entries["size"]
+    first = np.ones(len(pos), dtype=bool)  # the first entry of each batch
+    first[1:] = pos[1:] != pos[:-1]
+    batch_offsets = np.flatnonzero(first)
+    sizes = np.maximum(size[batch_offsets], 0).astype(np.int64)
+    kept_from = np.cumsum(sizes[::-1])[::-1]  # bytes from each batch to the end
+    fits = np.flatnonzero(kept_from <= limit)
+    return start + int(batch_offsets[fits[0]]) if len(fits) else hw
+
+
+def deletes(configs: dict[str, str]) -> bool:
+    """Does the topic's cleanup.policy include `delete` (the default)?"""
+    return "delete" in configs.get("cleanup.policy", "delete").replace(" ", "").lower().split(",")

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.broker import Broker
-from broker.handlers import api_versions, fetch, groups, metadata, produce, topics
+from broker.handlers import api_versions, configs, fetch, groups, metadata, produce, topics
 from protocol.codec import Request
 
 Handler = Callable[[Broker, Request], Awaitable[Any]]
@@ -30,11 +30,14 @@ HANDLERS: dict[int, Handler] = {
     18: api_versions.handle_api_versions,
     19: topics.handle_create_topics,
     20: topics.handle_delete_topics,
+    21: configs.handle_delete_records,
     22: produce.handle_init_producer_id,
     23: fetch.handle_offset_for_leader_epoch,
     32: topics.handle_describe_configs,
+    33: configs.handle_alter_configs,
     37: topics.handle_create_partitions,
     42: groups.handle_delete_groups,
+    44: configs.handle_alter_configs,
     60: metadata.handle_describe_cluster,
 }
 

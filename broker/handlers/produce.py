@@ -19,9 +19,10 @@ from broker.metrics import BrokerMetrics
 from broker.producer_state import Verdict
 from protocol.codec import Request
 from protocol.errors import ErrorCode
-from protocol.produce_response import encode_produce_response
+from protocol.produce_response import RecordErrors, encode_produce_response
 from protocol.record_batch import CODEC_ZSTD, InvalidBatch, stamp_log_append_time, validate_produce_records
 from store import AppendResult, UnknownPartition, UnknownTopic
+from store.records import decode
 
 log = logging.getLogger("gregor.produce")
 ZSTD_MIN_PRODUCE_VERSION = 7  # KIP-110: zstd needs Produce v7+ and Fetch v10+
@@ -132,6 +133,14 @@ def _check_one(broker: Broker, topic: str, partition: int, records: bytes | None
         return _error(exc.error_code, log_start if exc.record_level else -1)
     if header.compression == CODEC_ZSTD and version < ZSTD_MIN_PRODUCE_VERSION:
         return _error(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+    if "compact" in meta.configs.get("cleanup.policy", ""):  # per-record work only for compacted topics
+        keyless = _keyless(records)
+        if keyless is not None:
+            why = f"Compacted topic cannot accept message without key in topic partition {topic}-{partition}"
+            return _error(ErrorCode.INVALID_RECORD, log_start, RecordErrors.of(  # Kafka 3.9's wording
+                "One or more records have been rejected due to 1 record errors in total, and only showing the "
+                f"first three errors at most: [RecordError(batchIndex={keyless}, message='{why}')]",
+                [(keyless, why)]))
     check = broker.producers.check(topic, partition, header)
     if check.verdict is Verdict.REJECT:
         return _error(check.error, log_start)
@@ -145,6 +154,15 @@ def _check_one(broker: Broker, topic: str, partition: int, records: bytes | None
         batch = bytearray(records)
         stamp_log_append_time(batch, append_time)
     return _Accepted(topic, partition, batch, header, append_time, log_start)
+
+
+def _keyless(records: bytes) -> int | None:
+    """Index in the batch of the first record without a key, or None (Kafka's LogValidator
+    refuses such a record on a compacted topic)."""
+    for i, record in enumerate(decode(records)):
+        if record.key is None:
+            return i
+    return None
 
 
 def _appended(broker: Broker, a: _Accepted, result) -> tuple:

@@ -9,7 +9,8 @@ import trio
 
 from broker.broker import TOPIC_TO_BROKER_CONFIG, Broker, topic_name_error
 from broker.config import SETTINGS
-from broker.topic_configs import BOOLEAN, GREGOR_TOPIC_CONFIGS, LONG, STRING, TOPIC_CONFIGS, config_error
+from broker.handlers.configs import topic_config_problem
+from broker.topic_configs import BOOLEAN, GREGOR_TOPIC_CONFIGS, LONG, STRING, TOPIC_CONFIGS
 from broker.views import is_view_config, view_config_error, view_of, views_of
 from protocol.codec import Request
 from protocol.errors import ErrorCode
@@ -102,11 +103,10 @@ def _validate_create(broker: Broker, t, duplicate: bool) -> tuple[ErrorCode, str
         return (ErrorCode.INVALID_REPLICATION_FACTOR,
                 (f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
                 "cannot be reached because only 1 broker(s) are registered."), -1)
-    for c in t.configs:
-        problem = config_error(c.name, c.value)
-        if problem:
-            return ErrorCode.INVALID_CONFIG, problem, -1
     configs = {c.name: c.value for c in t.configs}
+    problem = topic_config_problem(broker, configs)
+    if problem:
+        return ErrorCode.INVALID_CONFIG, problem, -1
     if is_view_config(configs):
         topics = broker.store.topics()
         problem = view_config_error(t.name, configs, topics)

@@ -117,3 +117,91 @@ def test_reads_racing_retention_never_get_the_wrong_segment(tmp_path):
         sys.setswitchinterval(old)
         log.close()
     assert wrong == []
+
+
+def test_topic_retention_ms_moves_only_that_topics_log_start_past_wholly_older_batches(data_dir):
+    s = Store.open(data_dir, tiny_config(retention_ms=-1))
+    s.create_topic("short", 1, {"retention.ms": "1000"})
+    s.create_topic("long", 1, {})
+    for topic in ("short", "long"):
+        append(s, topic, 0, build_batch([b"a", b"b"], timestamps=[1_000, 5_000]))  # offsets 0-1: one old record
+        append(s, topic, 0, build_batch([b"c"], timestamps=[2_000]))  # offset 2: wholly old
+        append(s, topic, 0, build_batch([b"d"], timestamps=[9_500]))  # offset 3: within 1 s of 10,000
+        append(s, topic, 0, build_batch([b"e"], timestamps=[3_000]))  # offset 4: old, after a newer batch
+    assert s.enforce_retention(now_ms=10_000) == 0  # no commitlog segment deleted
+    # batch 0-1 has a record at 5,000 < 9,000 too: the running maximum only passes 9,000 at offset 3
+    assert s.log_start_offset("short", 0) == 3
+    assert s.log_start_offset("long", 0) == 0
+    with pytest.raises(OffsetOutOfRange):
+        s.read("short", 0, 2, 1 << 20)
+    assert s.read("short", 0, 3, 1 << 20).batches
+    assert s.enforce_retention(now_ms=100_000) == 0
+    assert s.log_start_offset("short", 0) == 5  # everything expired: the log is empty at its end
+    s.close()
+    reopened = Store.open(data_dir, tiny_config(retention_ms=-1))  # the checkpoint kept it
+    assert reopened.log_start_offset("short", 0) == 5 and reopened.log_start_offset("long", 0) == 0
+    reopened.close()
+
+
+def test_topic_retention_bytes_keeps_the_newest_batches_within_the_limit(data_dir):
+    s = Store.open(data_dir, tiny_config(retention_ms=-1))
+    s.create_topic("t", 1, {"retention.bytes": "250"})
+    sizes = []
+    for i in range(6):
+        batch = build_batch([bytes(50)] * 2)
+        sizes.append(len(batch))
+        append(s, "t", 0, batch)  # offsets 2i, 2i+1
+    s.enforce_retention()
+    start = s.log_start_offset("t", 0)
+    kept = len(sizes) - start // 2
+    assert start % 2 == 0 and sum(sizes[-kept:]) <= 250 < sum(sizes[-kept - 1:])
+    s.close()
+
+
+def test_delete_records_moves_the_log_start_and_survives_a_restart(data_dir):
+    s = Store.open(data_dir, tiny_config())
+    s.create_topic("t", 1, {})
+    for i in range(5):
+        append(s, "t", 0, build_batch([bytes([i])]))
+    assert s.delete_records("t", 0, 3) == 3
+    assert s.delete_records("t", 0, 1) == 3  # below the log start: nothing moves
+    with pytest.raises(OffsetOutOfRange):
+        s.delete_records("t", 0, 6)
+    with pytest.raises(OffsetOutOfRange):
+        s.read("t", 0, 2, 1 << 20)
+    s.close()
+    s = Store.open(data_dir, tiny_config())
+    assert s.log_start_offset("t", 0) == 3
+    assert s.delete_records("t", 0, -1) == 5  # -1: up to the high watermark
+    s.close()
+
+
+def test_a_topic_with_longer_retention_keeps_the_segments_and_the_others_expire_by_the_default(data_dir):
+    """log.retention.ms=1000 with one topic at retention.ms=-1: no segment is deleted (that
+    topic keeps its records, as on Kafka), and the other topic's log start moves by the default."""
+    s = Store.open(data_dir, tiny_config(retention_ms=1_000))
+    s.create_topic("forever", 1, {"retention.ms": "-1"})
+    s.create_topic("plain", 1, {})
+    for i in range(30):  # several 8 KiB segments
+        for topic in ("forever", "plain"):
+            append(s, topic, 0, build_batch([bytes(300)], timestamps=[1_000 + i]))
+    assert len(segment_names(data_dir)) > 2
+    assert s.enforce_retention(now_ms=1_000_000) == 0
+    assert s.log_start_offset("forever", 0) == 0 and len(s.read("forever", 0, 0, 1 << 20).batches) > 0
+    assert s.log_start_offset("plain", 0) == 30
+    s.close()
+
+
+def test_a_compacted_topic_keeps_every_segment_until_compaction_exists(data_dir):
+    """cleanup.policy=compact promises at least the latest record of every key; Gregor does not
+    compact yet, so it keeps all of them: neither time nor size retention deletes anything."""
+    s = Store.open(data_dir, tiny_config(retention_ms=1_000))
+    s.create_topic("state", 1, {"cleanup.policy": "compact", "retention.ms": "1000"})
+    s.create_topic("events", 1, {"cleanup.policy": "compact,delete"})
+    for i in range(30):
+        for topic in ("state", "events"):
+            append(s, topic, 0, build_batch([bytes(300)], keys=[b"k"], timestamps=[1_000 + i]))
+    assert s.enforce_retention(now_ms=1_000_000) == 0
+    assert s.log_start_offset("state", 0) == 0
+    assert s.log_start_offset("events", 0) == 30  # compact,delete: time retention applies
+    s.close()
