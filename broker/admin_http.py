@@ -23,6 +23,7 @@ import hypercorn.config
 import hypercorn.trio
 import trio
 
+from broker import record_text
 from broker.metrics import CONTENT_TYPE
 from broker.views import view_of
 from store import StoredRecord, UnknownTopic
@@ -35,26 +36,12 @@ MAX_HITS = 32
 FOREVER_MS = 2**63 - 1
 
 
-def _text(data: bytes | None) -> tuple[str | None, str]:
-    if data is None:
-        return None, "null"
-    try:
-        return data.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        return base64.b64encode(data).decode(), "base64"
-
-
 def record_json(record: StoredRecord) -> dict[str, Any]:
-    """One message as the admin API and `gregor query` print it."""
-    key, key_encoding = _text(record.key)
-    value, value_encoding = _text(record.value)
-    headers = []
-    for name, raw in record.headers:
-        text, encoding = _text(raw)
-        headers.append({"key": name, "value": text, "encoding": encoding})
-    return {"topic": record.topic, "partition": record.partition, "offset": record.offset,
-            "timestamp": record.timestamp, "key": key, "key_encoding": key_encoding,
-            "value": value, "value_encoding": value_encoding, "headers": headers, "msg_id": record.msg_id}
+    """One message as the admin API and `gregor query` print it (broker/record_text.py, plus its id)."""
+    shown = record_text.record_json(record.topic, record.partition, record.offset, record.timestamp,
+                                    record.key, record.value, record.headers)
+    shown["msg_id"] = record.msg_id
+    return shown
 
 
 class HttpError(Exception):

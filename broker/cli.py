@@ -1,28 +1,225 @@
-"""`gregor` command line: `gregor serve [--data-dir DIR] [--host H] [--port P]
-[--admin-port P] [--config FILE] [--set KEY=VALUE ...]`, `gregor settings`, and
-the client commands `gregor topic create-view`, `gregor query`, `gregor replay`
-(broker/cli_tools.py). Bad arguments or settings print one plain line and exit
-with status 2.
+"""`gregor` command line: the broker (`gregor serve`, `gregor settings`) and the operator's client
+commands, which speak only the Kafka protocol (`gregor topic`, `group`, `produce`, `consume`,
+`cluster`, `query`; broker/cli_admin.py, cli_groups.py, cli_records.py).
+
+Every failure prints one line, `gregor: ...`, on stderr: bad arguments or settings exit with
+status 2, a command the broker refused or could not be reached for with 1. The parser and the
+dispatch live here; what each command does lives in its module.
 """
 
 from __future__ import annotations
 
 import argparse
-import faulthandler
-import logging
+import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
-import trio
+from broker import cli_admin, cli_groups, cli_records
+from broker.cli_connect import CliError
+from broker.cli_format import DEFAULT_BOOTSTRAP, UsageError, parse_bootstrap, parse_key_value
 
-from broker.config import SETTINGS, BrokerConfig, ConfigError
-from store.limits import raise_open_file_limit
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+
+EPILOG = """\
+client commands (each takes --bootstrap HOST:PORT, default 127.0.0.1:9092):
+  gregor topic create|list|describe|alter|add-partitions|delete|create-view
+  gregor group list|describe|reset-offsets|delete
+  gregor produce TOPIC < lines          gregor consume TOPIC [--from-beginning]
+  gregor cluster info                   gregor query --topic T (--key K --admin H:P | --from TIME)
+They speak only the Kafka protocol, so they work against Apache Kafka too (docs/cli.md).
+Exit status: 0 done, 1 the command failed (one line on stderr), 2 bad arguments."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors on one line like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        where = self.prog.removeprefix("gregor").strip()
+        self.exit(2, f"gregor: {where + ': ' if where else ''}{message} (see `{self.prog} --help`)\n")
+
+
+def _arg(parse: Callable[[str], object]) -> Callable[[str], object]:
+    """An argparse type from a cli_format parser: its UsageError becomes argparse's error line."""
+    def convert(text: str) -> object:
+        try:
+            return parse(text)
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    convert.__name__ = parse.__name__
+    return convert
+
+
+def _bootstrap(text: str) -> str:
+    parse_bootstrap(text)
+    return text
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise UsageError(f"expected 0 or more, got {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value == 0:
+        raise UsageError("expected 1 or more, got 0")
+    return value
+
+
+def _client(sub: argparse._SubParsersAction, name: str, run: Callable, help: str, *, output: bool = False,
+            description: str | None = None) -> argparse.ArgumentParser:
+    """A client command's parser: --bootstrap, and --output where it prints data."""
+    parser = sub.add_parser(name, help=help, description=description or help)
+    parser.add_argument("--bootstrap", type=_arg(_bootstrap), default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
+                        help=f"a broker of the cluster, Gregor or Kafka (default {DEFAULT_BOOTSTRAP})")
+    if output:
+        parser.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                            help="text: an aligned table (default); json: for scripts")
+    parser.set_defaults(run=run)
+    return parser
+
+
+def _add_topic(sub: argparse._SubParsersAction) -> None:
+    topic = sub.add_parser("topic", help="create, list, describe, alter and delete topics")
+    cmds = topic.add_subparsers(dest="topic_command", required=True, metavar="COMMAND")
+    config = {"type": _arg(parse_key_value), "action": "append", "default": [], "metavar": "KEY=VALUE"}
+
+    create = _client(cmds, "create", cli_admin.create, "create a topic (CreateTopics)")
+    create.add_argument("name", help="topic name")
+    create.add_argument("--partitions", type=_arg(_positive), default=-1, metavar="N",
+                        help="partition count (default: the broker's num.partitions)")
+    create.add_argument("--replicas", type=_arg(_positive), default=-1, metavar="N",
+                        help="replication factor (default: the broker's default.replication.factor)")
+    create.add_argument("--config", **config, help="a topic config, e.g. retention.ms=3600000; repeatable")
+
+    listed = _client(cmds, "list", cli_admin.list_topics, "list topics with partition and replica counts",
+                     output=True)
+    listed.add_argument("--internal", action="store_true", help="include internal topics (__consumer_offsets)")
+
+    describe = _client(cmds, "describe", cli_admin.describe, "a topic's partitions, offsets and configs",
+                       output=True, description="A topic's partitions (leader, replicas, ISR, log start and "
+                       "end offsets) and every config with its value and source (DescribeConfigs).")
+    describe.add_argument("name", help="topic name")
+
+    alter = _client(cmds, "alter", cli_admin.alter, "set or delete topic configs (IncrementalAlterConfigs)",
+                    description="Set or delete topic configs with IncrementalAlterConfigs: configs not named "
+                    "keep their values. A deleted config goes back to the broker's default.")
+    alter.add_argument("name", help="topic name")
+    alter.add_argument("--config", **config, help="set a config; repeatable")
+    alter.add_argument("--delete-config", action="append", default=[], metavar="KEY",
+                       help="remove a config override; repeatable")
+
+    grow = _client(cmds, "add-partitions", cli_admin.add_partitions,
+                   "raise a topic's partition count (CreatePartitions)")
+    grow.add_argument("name", help="topic name")
+    grow.add_argument("--to", type=_arg(_positive), required=True, metavar="N", help="the new total partition count")
+
+    delete = _client(cmds, "delete", cli_admin.delete, "delete topics (DeleteTopics)",
+                     description="Delete topics (DeleteTopics). On Gregor, deleting a source topic also "
+                     "deletes its views.")
+    delete.add_argument("names", nargs="+", metavar="NAME")
+
+    view = _client(cmds, "create-view", cli_admin.create_view, "create a tag-filtered, read-only view of a topic",
+                   description="Create a tag-filtered, read-only view of a topic (Gregor only: CreateTopics "
+                   "with configs view.source and view.tags; docs/extensions.md).")
+    view.add_argument("name", help="name of the new view")
+    view.add_argument("--source", required=True, help="source topic (must have tag.header set)")
+    view.add_argument("--tags", required=True, help="comma-separated tags the view lets through")
+
+
+def _add_group(sub: argparse._SubParsersAction) -> None:
+    group = sub.add_parser("group", help="list, describe, reset and delete consumer groups")
+    cmds = group.add_subparsers(dest="group_command", required=True, metavar="COMMAND")
+    _client(cmds, "list", cli_groups.list_groups, "list consumer groups with their state", output=True)
+
+    describe = _client(cmds, "describe", cli_groups.describe, "a group's members, offsets and lag", output=True,
+                       description="A group's state, its members and their assignment, and per partition the "
+                       "committed (current) offset, the log end offset and the lag between them.")
+    describe.add_argument("group", help="group id")
+
+    reset = _client(cmds, "reset-offsets", cli_groups.reset_offsets, "move a stopped group's committed offsets",
+                    output=True, description="Commit new offsets for a group on a topic's partitions, as "
+                    "kafka-consumer-groups --reset-offsets --execute does; a group with active members is "
+                    "refused. Offsets are held within [log start, log end]; a time with no record at or "
+                    "after it goes to the log end. Times without a zone are UTC.")
+    reset.add_argument("group", help="group id (a group that does not exist yet gets the offsets)")
+    reset.add_argument("--topic", required=True, metavar="TOPIC[:P,...]",
+                       help="the topic, or some of its partitions (orders:0,2)")
+    to = reset.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", help="the log start offset")
+    to.add_argument("--to-latest", action="store_true", help="the log end offset")
+    to.add_argument("--to-offset", type=_arg(_non_negative), metavar="N", help="this offset")
+    to.add_argument("--to-datetime", metavar="TIME",
+                    help="the first record at or after TIME (ISO 8601, e.g. 2026-01-31T08:00:00Z, or epoch ms)")
+    to.add_argument("--by-duration", metavar="DURATION",
+                    help="the first record at or after now minus DURATION (ISO 8601, e.g. PT10M, P1DT2H)")
+    run = reset.add_mutually_exclusive_group()
+    run.add_argument("--dry-run", action="store_true", help="print the new offsets without committing them")
+    run.add_argument("--execute", action="store_true",
+                       help="commit the new offsets (the default; accepted as kafka-consumer-groups takes it)")
+
+    delete = _client(cmds, "delete", cli_groups.delete, "delete groups and their offsets (DeleteGroups)")
+    delete.add_argument("groups", nargs="+", metavar="GROUP")
+
+
+def _add_records(sub: argparse._SubParsersAction) -> None:
+    produce = _client(sub, "produce", cli_records.produce, "send stdin to a topic, one record per line",
+                      description="Send one record per stdin line (without its newline; an empty line is an "
+                      "empty value). Lines are bytes: input that is not UTF-8 is sent unchanged.")
+    produce.add_argument("topic", help="topic name (it must exist: produce never creates one)")
+    produce.add_argument("--key-separator", metavar="SEP",
+                         help="split each line at the first SEP into key and value (a line without SEP fails)")
+    produce.add_argument("--header", type=_arg(parse_key_value), action="append", default=[], metavar="KEY=VALUE",
+                         help="a header on every record; repeatable")
+    produce.add_argument("--partition", type=_arg(_non_negative), metavar="N",
+                         help="send every record to partition N (default: the client's partitioner)")
+    produce.add_argument("--acks", choices=tuple(cli_records.ACKS), default="all",
+                         help="all (default): every in-sync replica; 1: the leader; 0: no answer")
+
+    consume = _client(sub, "consume", cli_records.consume, "print a topic's records", output=True,
+                      description="Print records until --max-messages or Ctrl-C (exit status 0 either way). "
+                      "Text output: each value, as text when it is UTF-8, else base64. JSON output: one object "
+                      "per line with topic, partition, offset, timestamp, key, value and headers (and "
+                      "key_encoding, value_encoding: utf-8, base64 or null).")
+    consume.add_argument("topic", help="topic name")
+    consume.add_argument("--group", metavar="G",
+                         help="consume as a member of group G, from its committed offsets, committing as it goes")
+    start = consume.add_mutually_exclusive_group()
+    start.add_argument("--from-beginning", action="store_true",
+                       help="start at the log start (with --group: where the group has no committed offset)")
+    start.add_argument("--from-time", metavar="TIME", help="start at the first record at or after TIME")
+    start.add_argument("--offset", type=_arg(_non_negative), metavar="N", help="start at offset N (held within the log)")
+    consume.add_argument("--partition", type=_arg(_non_negative), metavar="N", help="only partition N")
+    consume.add_argument("--max-messages", type=_arg(_positive), metavar="N", help="stop after N records")
+    consume.add_argument("--key-separator", metavar="SEP", help="text output: print KEY SEP VALUE")
+
+    query = _client(sub, "query", cli_records.query, "find records by key, message id or time range",
+                    description="By key or message id: Gregor's admin HTTP API (--admin; the topic needs "
+                    "key.index.enable=true for keys; the 32 newest hits; --from/--to on the store time). "
+                    "By time range (--topic with --from, no --key): the Kafka protocol, on the records' "
+                    "timestamps, partition by partition. One JSON object per line.")
+    query.add_argument("--admin", metavar="HOST:PORT", help="the broker's admin HTTP API (--admin-port)")
+    query.add_argument("--topic", help="topic to search")
+    query.add_argument("--key", help="by key: records with this key (needs --admin)")
+    query.add_argument("--msg-id", metavar="ID", help="by message id: the record with this id (needs --admin)")
+    query.add_argument("--partition", type=_arg(_non_negative), metavar="N", help="time range: only partition N")
+    query.add_argument("--from", dest="time_from", metavar="TIME", help="ISO 8601 (no zone: UTC) or epoch ms")
+    query.add_argument("--to", dest="time_to", metavar="TIME", help="ISO 8601 (no zone: UTC) or epoch ms")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gregor", description="Kafka-protocol broker with MetaQ storage")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="gregor", description="Kafka-protocol broker with MetaQ storage, and its operator's "
+                     "command line", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = sub.add_parser("serve", help="run a broker")
     serve.add_argument("--data-dir", default="gregor-data", help="data directory (default ./gregor-data)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -34,29 +231,53 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override one setting; repeatable")
     serve.add_argument("--log-level", default="WARNING")
     sub.add_parser("settings", help="list every setting with its default")
-    topic = sub.add_parser("topic", help="topic administration through the Kafka protocol")
-    topic_sub = topic.add_subparsers(dest="topic_command", required=True)
-    view = topic_sub.add_parser("create-view", help="create a tag-filtered, read-only view of a topic")
-    view.add_argument("name")
-    view.add_argument("--source", required=True, help="source topic (must have tag.header set)")
-    view.add_argument("--tags", required=True, help="comma-separated tags the view lets through")
-    view.add_argument("--bootstrap", default="127.0.0.1:9092", help="HOST:PORT of a broker")
-    query = sub.add_parser("query", help="find messages by key or message id (admin HTTP API)")
-    query.add_argument("--admin", required=True, help="HOST:PORT of the broker's --admin-port")
-    query.add_argument("--topic")
-    query.add_argument("--key")
-    query.add_argument("--from", dest="time_from", help="ISO 8601 or epoch ms (store time)")
-    query.add_argument("--to", dest="time_to", help="ISO 8601 or epoch ms (store time)")
-    query.add_argument("--msg-id")
-    replay = sub.add_parser("replay", help="reset a stopped group's offsets on a topic to a time")
-    replay.add_argument("--bootstrap", required=True, help="HOST:PORT of a broker (Gregor or Kafka)")
-    replay.add_argument("--group", required=True)
-    replay.add_argument("--topic", required=True)
+    _add_topic(sub)
+    _add_group(sub)
+    _add_records(sub)
+    cluster = sub.add_parser("cluster", help="the cluster's brokers, controller and id")
+    _client(cluster.add_subparsers(dest="cluster_command", required=True, metavar="COMMAND"), "info",
+            cli_admin.cluster_info, "brokers, controller and cluster id (DescribeCluster)", output=True)
+    replay = _client(sub, "replay", cli_groups.replay,
+                     "deprecated: use `gregor group reset-offsets GROUP --topic T --to-datetime TIME`")
+    replay.add_argument("--group", required=True, help="group id")
+    replay.add_argument("--topic", required=True, help="topic name")
     replay.add_argument("--to-time", required=True, help="ISO 8601 (no zone: UTC) or epoch milliseconds")
     return parser
 
 
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
+    if args.command == "settings":
+        from broker.config import SETTINGS
+
+        for name, (_, default, text) in sorted(SETTINGS.items()):
+            print(f"{name}={default}    # {text}")
+        return 0
+    return _run_client(args)
+
+
+def _run_client(args: argparse.Namespace) -> int:
+    try:
+        return args.run(args, sys.stdout)
+    except UsageError as exc:
+        print(f"gregor: {exc}", file=sys.stderr)
+        return 2
+    except CliError as exc:
+        print(f"gregor: {exc}", file=sys.stderr)
+        return exc.status
+    except BrokenPipeError:  # the reader went away (`gregor consume t | head`): nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        print("gregor: interrupted", file=sys.stderr)
+        return 130
+
+
 def config_from_args(args: argparse.Namespace) -> BrokerConfig:
+    from broker.config import BrokerConfig, ConfigError
+
     config = BrokerConfig(data_dir=Path(args.data_dir), host=args.host, port=args.port, admin_port=args.admin_port)
     if args.config:
         config.load_properties(Path(args.config))
@@ -69,14 +290,15 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
     return config
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "settings":
-        for name, (_, default, text) in sorted(SETTINGS.items()):
-            print(f"{name}={default}    # {text}")
-        return 0
-    if args.command in ("topic", "query", "replay"):
-        return _client_command(args)
+def _serve(args: argparse.Namespace) -> int:
+    import faulthandler
+    import logging
+
+    import trio
+
+    from broker.config import ConfigError
+    from store.limits import raise_open_file_limit
+
     try:
         config = config_from_args(args)
     except ConfigError as exc:
@@ -98,25 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _client_command(args: argparse.Namespace) -> int:
-    from broker import cli_tools
-
-    if args.command == "topic":
-        return cli_tools.create_view(args.bootstrap, args.name, args.source, args.tags)
-    try:
-        if args.command == "query":
-            if (args.msg_id is None) == (args.topic is None or args.key is None):
-                raise ValueError("give either --msg-id ID, or --topic T with --key K")
-            return cli_tools.query(args.admin, sys.stdout, topic=args.topic, key=args.key,
-                                   time_from=args.time_from, time_to=args.time_to, msg_id=args.msg_id)
-        return cli_tools.replay(args.bootstrap, args.group, args.topic, cli_tools.parse_time_ms(args.to_time),
-                                sys.stdout)
-    except ValueError as exc:
-        print(f"gregor: {exc}", file=sys.stderr)
-        return 2
-
-
 async def _serve_until_signalled(config: BrokerConfig) -> None:
+    import trio
+
     from broker.server import serve
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
