@@ -175,7 +175,8 @@ def _plan(admin: KafkaAdminClient, group: str, tps: list[TopicPartition],
     earliest = admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in tps})
     latest = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in tps})
     if isinstance(target, tuple):  # ListOffsets by time: the first offset at or after it, -1 if none
-        found = admin.list_partition_offsets({tp: target[1] for tp in tps})
+        # (a time before 1970 asks for the first record: negative timestamps are ListOffsets' sentinels)
+        found = admin.list_partition_offsets({tp: max(target[1], 0) for tp in tps})
         wanted = {tp: found[tp].offset for tp in tps}
     elif isinstance(target, OffsetSpec):
         wanted = {tp: (earliest if target is OffsetSpec.EARLIEST else latest)[tp].offset for tp in tps}

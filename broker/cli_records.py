@@ -123,6 +123,7 @@ def consume(args: argparse.Namespace, out: TextIO) -> int:
     if args.group and (args.partition is not None or args.offset is not None or args.from_time):
         raise UsageError("--group cannot be combined with --partition, --offset or --from-time; "
                          "move the group with `gregor group reset-offsets` first")
+    start_ms = max(parse_time_ms(args.from_time), 0) if args.from_time else None  # before 1970: the start
     partitions = _partitions_of(args.bootstrap, args.topic, args.partition)
     with _StopOnSignal().installed() as stop:
         if args.group:
@@ -135,14 +136,15 @@ def consume(args: argparse.Namespace, out: TextIO) -> int:
                 if args.group:
                     consumer.subscribe([args.topic])
                 else:
-                    _assign_and_seek(consumer, args, partitions)
+                    _assign_and_seek(consumer, args, partitions, start_ms)
                 _print_records(consumer, args, out, stop)
         finally:
             consumer.close()
     return 0
 
 
-def _assign_and_seek(consumer: KafkaConsumer, args: argparse.Namespace, partitions: list[int]) -> None:
+def _assign_and_seek(consumer: KafkaConsumer, args: argparse.Namespace, partitions: list[int],
+                     start_ms: int | None) -> None:
     """Without a group: the chosen partitions from the chosen start (by default the log end, new
     records only, as kafka-console-consumer); an --offset is held within [log start, log end]."""
     tps = [TopicPartition(args.topic, p) for p in ([args.partition] if args.partition is not None else partitions)]
@@ -153,8 +155,8 @@ def _assign_and_seek(consumer: KafkaConsumer, args: argparse.Namespace, partitio
         start, end = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
         for tp in tps:
             consumer.seek(tp, min(max(args.offset, start[tp]), end[tp]))
-    elif args.from_time:
-        found = consumer.offsets_for_times(dict.fromkeys(tps, parse_time_ms(args.from_time)))
+    elif start_ms is not None:
+        found = consumer.offsets_for_times(dict.fromkeys(tps, start_ms))
         for tp in tps:
             if found.get(tp) is None:
                 consumer.seek_to_end(tp)

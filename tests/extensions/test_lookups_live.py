@@ -95,3 +95,17 @@ def test_metrics_report_requests_bytes_end_offsets_and_group_lag(admin_broker, t
     assert 'gregor_requests_total{api="Produce"}' in text
     assert "gregor_request_bytes_total" in text and "gregor_response_bytes_total" in text
     assert "gregor_flush_wait_seconds_count" in text
+
+
+def test_a_key_given_in_bytes_that_are_not_utf8_is_looked_up_as_those_bytes(admin_broker, topic_name):
+    _keyed_topic(admin_broker.bootstrap, topic_name)
+    producer = KafkaProducer(bootstrap_servers=admin_broker.bootstrap)
+    producer.send(topic_name, key=b"\xff\xfeid", value=b"binary key").get(10)
+    producer.close()
+    (found,) = _query(admin_broker.admin, "--topic", topic_name, "--key", b"\xff\xfeid")  # as a shell passes it
+    assert (found["key"], found["key_encoding"], found["value"]) == ("//5pZA==", "base64", "binary key")
+
+
+def test_a_key_lookup_without_the_admin_address_is_a_usage_error(admin_broker, topic_name):
+    done = gregor_cli("query", "--topic", topic_name, "--key", "k")
+    assert done.returncode == 2 and done.stderr.startswith("gregor: lookups by --key or --msg-id need --admin")
