@@ -38,7 +38,7 @@ SPIN_S = 200e-6
 def run(path: Path, sync: bool, appends: int, fsync: bool = True, spin: bool = False) -> float:
     """MB/s of THREADS threads appending `appends` 1 KiB pwrites in all."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-    write_zeros(fd, FILE_BYTES)  # as sync mode's segments are
+    write_zeros(fd, 0, FILE_BYTES)  # as sync mode's segments are
     batch = WriteBuffer(BATCH_BYTES)
     lock = threading.Lock()
     position = [0]

@@ -217,7 +217,7 @@ def fsync_ceiling(tmp: Path, batch: bytes, rounds: int = 2_000) -> dict:
     path = tmp / "fsync-ceiling"
     chunk = batch * THREADS
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-    write_zeros(fd, len(chunk) * rounds)
+    write_zeros(fd, 0, len(chunk) * rounds)
     t0 = time.perf_counter()
     for i in range(rounds):
         os.pwrite(fd, chunk, i * len(chunk))

@@ -1,7 +1,8 @@
-"""One commitlog segment file: a fixed-size, preallocated, memory-mapped file.
+"""One commitlog segment file: a fixed-size, memory-mapped file, given disk blocks in steps.
 
-Owns creating (posix_fallocate, so a full disk fails here and never on a later write),
-mapping, fsyncing and unlinking one file. Never decides what goes into it, and never
+Owns creating (the full length, sparse, with its first ALLOCATE_STEP bytes allocated),
+growing the allocated part ahead of the writer (posix_fallocate, so a full disk fails there
+and never on a write through the mapping), mapping, fsyncing and unlinking one file. Never decides what goes into it, and never
 closes its mmap: readers may still hold memoryviews over it, so releasing is by dropping
 references.
 """
@@ -12,6 +13,7 @@ import ctypes
 import errno
 import mmap
 import os
+import threading
 from pathlib import Path
 
 from store.errors import StorageFull
@@ -68,6 +70,12 @@ def sync_mapping(mm: mmap.mmap) -> None:
         raise OSError(err, os.strerror(err))
 
 
+# Disk blocks are given to a segment this many bytes at a time, ahead of the writer. MetaQ
+# preallocates whole 1 GiB files; allocating them in steps keeps that benefit (no block
+# allocation on the append path) while an idle broker holds one step, not 2 GiB.
+ALLOCATE_STEP = 64 << 20
+
+
 def segment_name(start: int) -> str:
     return f"{start:020d}"
 
@@ -75,14 +83,24 @@ def segment_name(start: int) -> str:
 _ZEROS = bytes(1 << 20)
 
 
-def write_zeros(fd: int, size: int) -> None:
-    """Overwrite the allocated file with real zeros (RocketMQ's warm-up): fallocate leaves
-    unwritten extents, and converting them makes every later fdatasync commit the journal.
-    Runs in the allocator thread; os.pwrite releases the GIL."""
+def write_zeros(fd: int, start: int, length: int) -> None:
+    """Overwrite [start, start+length) of the file with real zeros (RocketMQ's warm-up):
+    fallocate leaves unwritten extents, and converting them makes every later fdatasync commit
+    the journal. Runs in the allocator thread; os.pwrite releases the GIL."""
     done = 0
-    while done < size:
-        done += os.pwrite(fd, memoryview(_ZEROS)[:min(len(_ZEROS), size - done)], done)
+    while done < length:
+        done += os.pwrite(fd, memoryview(_ZEROS)[:min(len(_ZEROS), length - done)], start + done)
     os.fdatasync(fd)
+
+
+def _allocated_prefix(fd: int, size: int) -> int:
+    """Bytes from the start of an existing file known to have disk blocks: up to its first hole.
+    A file system may report allocated-but-unwritten blocks as a hole; that only makes the
+    writer allocate them again (a no-op), never write to a hole."""
+    try:
+        return min(os.lseek(fd, 0, os.SEEK_HOLE), size)
+    except OSError:
+        return 0
 
 
 class AllocationFaults:
@@ -97,13 +115,17 @@ class AllocationFaults:
 
 
 class Segment:
-    __slots__ = ("_mm", "fd", "newest_timestamp", "path", "size", "start", "view")
+    __slots__ = ("_grow_lock", "_mm", "allocated", "fd", "newest_timestamp", "path", "size", "start", "view")
 
-    def __init__(self, path: Path, start: int, fd: int, size: int) -> None:
+    def __init__(self, path: Path, start: int, fd: int, size: int, allocated: int) -> None:
         self.path = path
         self.start = start
         self.size = size
         self.fd = fd
+        # bytes from the start backed by disk blocks (and, in sync mode, by written zeros);
+        # nothing is ever written at or above it
+        self.allocated = allocated
+        self._grow_lock = threading.Lock()
         self._mm = mmap.mmap(fd, size)  # no MAP_POPULATE: CPython holds the GIL through mmap()
         self.view = memoryview(self._mm)
         self.newest_timestamp = -1  # store timestamp of the newest entry, -1 when unknown/empty
@@ -113,17 +135,21 @@ class Segment:
         return self.start + self.size
 
     @classmethod
-    def create(cls, directory: Path, start: int, size: int, prezero: bool = False) -> Segment:
-        """Create and fully allocate a zero-filled segment; raises StorageFull on ENOSPC."""
+    def create(cls, directory: Path, start: int, size: int, prezero: bool = False,
+               first: int = ALLOCATE_STEP) -> Segment:
+        """Create a segment of `size` bytes (sparse) with its first `first` bytes allocated (and
+        zero-filled in sync mode); raises StorageFull on ENOSPC."""
         path = directory / segment_name(start)
         tmp = directory / (segment_name(start) + ".alloc")
         fd = -1
+        allocated = min(first, size)
         try:
             AllocationFaults.check()
             fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.posix_fallocate(fd, 0, size)
+            os.ftruncate(fd, size)
+            os.posix_fallocate(fd, 0, allocated)
             if prezero:
-                write_zeros(fd, size)
+                write_zeros(fd, 0, allocated)
             os.rename(tmp, path)
         except OSError as exc:
             if fd >= 0:
@@ -132,12 +158,62 @@ class Segment:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise StorageFull(f"cannot allocate commitlog segment {path.name}: {exc}") from exc
             raise
-        return cls(path, start, fd, size)
+        return cls(path, start, fd, size, allocated)
 
     @classmethod
     def open(cls, path: Path) -> Segment:
         fd = os.open(path, os.O_RDWR)
-        return cls(path, int(path.name), fd, os.fstat(fd).st_size)
+        size = os.fstat(fd).st_size
+        return cls(path, int(path.name), fd, size, _allocated_prefix(fd, size))
+
+    def grow(self, upto: int, prezero: bool) -> None:
+        """Back the segment with disk blocks up to `upto` (zero-filled in sync mode); raises
+        StorageFull on ENOSPC. Growers take turns, so zeros are never written over bytes a
+        writer put below a frontier another grower just moved."""
+        upto = min(upto, self.size)
+        with self._grow_lock:
+            start = self.allocated
+            if upto <= start or self.fd < 0:
+                return
+            try:
+                AllocationFaults.check()
+                os.posix_fallocate(self.fd, start, upto - start)
+                if prezero:
+                    write_zeros(self.fd, start, upto - start)
+            except OSError as exc:
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise StorageFull(f"cannot grow commitlog segment {self.path.name}: {exc}") from exc
+                raise
+            self.allocated = upto
+
+    def nonzero(self, local: int, stop: int) -> bool:
+        """Is any byte of [local, stop) not zero? Read through the file, not the mapping, so an
+        empty 1 GiB segment checked at start-up does not become resident."""
+        position = local
+        while position < stop:
+            chunk = os.pread(self.fd, min(len(_ZEROS), stop - position), position)
+            if not chunk:
+                return False
+            if chunk.count(0) != len(chunk):
+                return True
+            position += len(chunk)
+        return False
+
+    def zero_from(self, local: int) -> bool:
+        """Overwrite anything but zeros in [local, allocated) with zeros, through the file (not
+        the mapping: reading 1 GiB through it made every page resident); True if it did."""
+        changed = False
+        position, end = local, self.allocated
+        while position < end:
+            n = min(len(_ZEROS), end - position)
+            chunk = os.pread(self.fd, n, position)
+            if chunk.count(0) != len(chunk):
+                os.pwrite(self.fd, memoryview(_ZEROS)[:len(chunk)], position)
+                changed = True
+            position += max(len(chunk), 1)
+        if changed:
+            os.fdatasync(self.fd)
+        return changed
 
     def flush(self) -> None:
         os.fdatasync(self.fd)

@@ -70,7 +70,7 @@ def walk(seg: Segment, stop: int | None = None, decode: bool = True, start: int 
         if outcome == E.Scan.BLANK:
             yield Tail(Ending.BLANK, local)
             return
-        if outcome == E.Scan.END and not has_nonzero(view, local, stop):
+        if outcome == E.Scan.END and not seg.nonzero(local, min(stop, seg.allocated)):
             yield Tail(Ending.END, local)
             return
         nxt = resync(seg, local, stop)
