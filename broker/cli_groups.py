@@ -62,7 +62,7 @@ def describe(args: argparse.Namespace, out: TextIO) -> int:
     current = {(tp.topic, tp.partition): meta.offset for tp, meta in committed.items() if meta.offset >= 0}
     described = {
         "group": group, "state": found["group_state"], "protocol_type": found["protocol_type"],
-        "protocol": found["protocol_data"], "members": members,
+        "protocol": found["protocol_data"] or None, "members": members,
         "offsets": [{"topic": t, "partition": p, "current_offset": current.get((t, p)),
                      "log_end_offset": log_end.get((t, p)), "lag": lag(current.get((t, p)), log_end.get((t, p))),
                      "member_id": owners.get((t, p))} for t, p in tps],
@@ -95,7 +95,7 @@ def _log_end_offsets(admin: KafkaAdminClient, tps: list[tuple[str, int]]) -> dic
 
 
 def _describe_text(group: dict) -> str:
-    head = fields([("GROUP", group["group"]), ("STATE", group["state"]), ("PROTOCOL", group["protocol"] or None),
+    head = fields([("GROUP", group["group"]), ("STATE", group["state"]), ("PROTOCOL", group["protocol"]),
                    ("MEMBERS", len(group["members"]))])
     members = table(("MEMBER-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"),
                     [(m["member_id"], m["client_id"], m["host"],
