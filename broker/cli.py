@@ -75,21 +75,25 @@ def _positive(text: str) -> int:
     return value
 
 
-def _client(sub: argparse._SubParsersAction, name: str, run: Callable, help: str, *, output: bool = False,
+TABLE_OR_JSON = "text: an aligned table (default); json: one line of JSON, for scripts"
+
+
+def _client(sub: argparse._SubParsersAction, name: str, run: Callable, help: str, *, output: str | None = None,
             description: str | None = None) -> argparse.ArgumentParser:
-    """A client command's parser: --bootstrap, and --output where it prints data."""
+    """A client command's parser: --bootstrap, and --output (its help `output`) where it prints data."""
     parser = sub.add_parser(name, help=help, description=description or help)
     parser.add_argument("--bootstrap", type=_arg(_bootstrap), default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
                         help=f"a broker of the cluster, Gregor or Kafka (default {DEFAULT_BOOTSTRAP})")
     if output:
-        parser.add_argument("-o", "--output", choices=("text", "json"), default="text",
-                            help="text: an aligned table (default); json: for scripts")
+        parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help=output)
     parser.set_defaults(run=run)
     return parser
 
 
 def _add_topic(sub: argparse._SubParsersAction) -> None:
-    topic = sub.add_parser("topic", help="create, list, describe, alter and delete topics")
+    topic = sub.add_parser("topic", help="create, list, describe, alter and delete topics",
+                           description="Topic administration over the Kafka protocol (works against Apache "
+                           "Kafka too). `gregor topic COMMAND --help` for each command.")
     cmds = topic.add_subparsers(dest="topic_command", required=True, metavar="COMMAND")
     config = {"type": _arg(parse_key_value), "action": "append", "default": [], "metavar": "KEY=VALUE"}
 
@@ -102,11 +106,11 @@ def _add_topic(sub: argparse._SubParsersAction) -> None:
     create.add_argument("--config", **config, help="a topic config, e.g. retention.ms=3600000; repeatable")
 
     listed = _client(cmds, "list", cli_admin.list_topics, "list topics with partition and replica counts",
-                     output=True)
+                     output=TABLE_OR_JSON)
     listed.add_argument("--internal", action="store_true", help="include internal topics (__consumer_offsets)")
 
     describe = _client(cmds, "describe", cli_admin.describe, "a topic's partitions, offsets and configs",
-                       output=True, description="A topic's partitions (leader, replicas, ISR, log start and "
+                       output=TABLE_OR_JSON, description="A topic's partitions (leader, replicas, ISR, log start and "
                        "end offsets) and every config with its value and source (DescribeConfigs).")
     describe.add_argument("name", help="topic name")
 
@@ -137,17 +141,19 @@ def _add_topic(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_group(sub: argparse._SubParsersAction) -> None:
-    group = sub.add_parser("group", help="list, describe, reset and delete consumer groups")
+    group = sub.add_parser("group", help="list, describe, reset and delete consumer groups",
+                           description="Consumer groups over the Kafka protocol (works against Apache Kafka "
+                           "too). `gregor group COMMAND --help` for each command.")
     cmds = group.add_subparsers(dest="group_command", required=True, metavar="COMMAND")
-    _client(cmds, "list", cli_groups.list_groups, "list consumer groups with their state", output=True)
+    _client(cmds, "list", cli_groups.list_groups, "list consumer groups with their state", output=TABLE_OR_JSON)
 
-    describe = _client(cmds, "describe", cli_groups.describe, "a group's members, offsets and lag", output=True,
+    describe = _client(cmds, "describe", cli_groups.describe, "a group's members, offsets and lag", output=TABLE_OR_JSON,
                        description="A group's state, its members and their assignment, and per partition the "
                        "committed (current) offset, the log end offset and the lag between them.")
     describe.add_argument("group", help="group id")
 
     reset = _client(cmds, "reset-offsets", cli_groups.reset_offsets, "move a stopped group's committed offsets",
-                    output=True, description="Commit new offsets for a group on a topic's partitions, as "
+                    output=TABLE_OR_JSON, description="Commit new offsets for a group on a topic's partitions, as "
                     "kafka-consumer-groups --reset-offsets --execute does; a group with active members is "
                     "refused. Offsets are held within [log start, log end]; a time with no record at or "
                     "after it goes to the log end. Times without a zone are UTC.")
@@ -185,7 +191,8 @@ def _add_records(sub: argparse._SubParsersAction) -> None:
     produce.add_argument("--acks", choices=tuple(cli_records.ACKS), default="all",
                          help="all (default): every in-sync replica; 1: the leader; 0: no answer")
 
-    consume = _client(sub, "consume", cli_records.consume, "print a topic's records", output=True,
+    consume = _client(sub, "consume", cli_records.consume, "print a topic's records",
+                      output="text: each value on a line (default); json: one object per record",
                       description="Print records until --max-messages or Ctrl-C (exit status 0 either way). "
                       "Text output: each value, as text when it is UTF-8, else base64. JSON output: one object "
                       "per line with topic, partition, offset, timestamp, key, value and headers (and "
@@ -213,7 +220,8 @@ def _add_records(sub: argparse._SubParsersAction) -> None:
     query.add_argument("--msg-id", metavar="ID", help="by message id: the record with this id (needs --admin)")
     query.add_argument("--partition", type=_arg(_non_negative), metavar="N", help="time range: only partition N")
     query.add_argument("--from", dest="time_from", metavar="TIME", help="ISO 8601 (no zone: UTC) or epoch ms")
-    query.add_argument("--to", dest="time_to", metavar="TIME", help="ISO 8601 (no zone: UTC) or epoch ms")
+    query.add_argument("--to", dest="time_to", metavar="TIME",
+                       help="ISO 8601 (no zone: UTC) or epoch ms; a time range without it goes to the log end")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -234,9 +242,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_topic(sub)
     _add_group(sub)
     _add_records(sub)
-    cluster = sub.add_parser("cluster", help="the cluster's brokers, controller and id")
+    cluster = sub.add_parser("cluster", help="the cluster's brokers, controller and id",
+                             description="The cluster over the Kafka protocol. `gregor cluster info --help`.")
     _client(cluster.add_subparsers(dest="cluster_command", required=True, metavar="COMMAND"), "info",
-            cli_admin.cluster_info, "brokers, controller and cluster id (DescribeCluster)", output=True)
+            cli_admin.cluster_info, "brokers, controller and cluster id (DescribeCluster)", output=TABLE_OR_JSON)
     replay = _client(sub, "replay", cli_groups.replay,
                      "deprecated: use `gregor group reset-offsets GROUP --topic T --to-datetime TIME`")
     replay.add_argument("--group", required=True, help="group id")

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
-from tests.cli.conftest import ROOT, assert_fails
+from tests.cli.conftest import KAFKA, ROOT, assert_fails
 
 pytestmark = pytest.mark.clients
 BASE_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z
@@ -318,3 +318,22 @@ def test_a_line_without_the_key_separator_stops_produce_after_the_lines_before_i
     records = target("consume", topic_name, "--from-beginning", "--max-messages", "1", "-o", "json").json_lines()
     assert [(r["key"], r["value"]) for r in records] == [("a", "1")]
     assert target("topic", "describe", topic_name, "-o", "json").json()["partitions"][0]["log_end_offset"] == 1
+
+
+def test_create_view_makes_a_gregor_view_and_kafka_refuses_its_configs(target, topic_name):
+    """Views are Gregor's (docs/extensions.md); Apache Kafka answers CreateTopics with INVALID_CONFIG."""
+    view = f"{topic_name}-paid"
+    if target.name == KAFKA:
+        target("topic", "create", topic_name)
+        assert_fails(target("topic", "create-view", view, "--source", topic_name, "--tags", "paid"), 1,
+                     f"cannot create view {view}", "INVALID_CONFIG")
+        return
+    target("topic", "create", topic_name, "--partitions", "2", "--config", "tag.header=tag")
+    target("produce", topic_name, "--header", "tag=paid", "--partition", "0", stdin=b"p1\np2\n")
+    target("produce", topic_name, "--header", "tag=shipped", "--partition", "0", stdin=b"s1\n")
+    target("produce", topic_name, "--header", "tag=paid", "--partition", "0", stdin=b"p3\n")
+    done = target("topic", "create-view", view, "--source", topic_name, "--tags", "paid")
+    assert (done.returncode, done.stdout) == (0, f"created view {view} of {topic_name} for tags paid\n"), done.stderr
+    records = target("consume", view, "--from-beginning", "--max-messages", "3", "-o", "json").json_lines()
+    assert [(r["offset"], r["value"]) for r in records] == [(0, "p1"), (1, "p2"), (3, "p3")]
+    assert_fails(target("produce", view, stdin=b"x\n"), 1, f"cannot produce to {view}", "read-only view")
