@@ -4,7 +4,8 @@ A small ASGI app served by hypercorn's trio worker inside the broker's event
 loop, so handlers read the store exactly as Kafka handlers do. Endpoints:
 
     GET /metrics                                   Prometheus text format
-    GET /v1/messages?topic=T&key=K[&from=MS][&to=MS]   newest first, at most 32 (MetaQ §7.4.3)
+    GET /v1/messages?topic=T&key=K[&from=MS][&to=MS]   newest first, at most 32 (MetaQ §7.4.3);
+                                                   `key_index_behind_bytes` when the key index lags
     GET /v1/messages?msg_id=ID                     one message (MetaQ §7.4.1), 404 when unknown
 
 `key_b64=` may replace `key=` for binary keys. Answers are JSON; values that are
@@ -74,8 +75,8 @@ def lookup(broker: Broker, query: dict[str, list[str]]) -> list[dict[str, Any]]:
     meta = broker.topic(topic)
     if meta is None:
         raise HttpError(404, f"unknown topic {topic!r}")
-    if view_of(meta) is not None or meta.configs.get("key.index.enable", "false").lower() != "true":
-        raise HttpError(400, f"topic {topic!r} does not index keys; create it with key.index.enable=true")
+    if view_of(meta) is not None or meta.configs.get("key.index.enable", "true").lower() == "false":
+        raise HttpError(400, f"topic {topic!r} does not index keys (key.index.enable=false)")
     try:
         hits = broker.store.lookup_key(topic, key, begin, end, MAX_HITS)
     except UnknownTopic:
@@ -109,7 +110,12 @@ def make_app(broker: Broker):
         elif path == "/v1/messages":
             query = parse_qs(scope["query_string"].decode(), keep_blank_values=True)
             try:
-                body = {"messages": lookup(broker, query)}
+                # a worker thread: a key lookup waits up to a second for the key dispatcher
+                messages = await trio.to_thread.run_sync(lookup, broker, query)
+                body = {"messages": messages}
+                behind = broker.store.key_index_behind()
+                if behind:  # keys are indexed off the write path; say what the answer may miss
+                    body["key_index_behind_bytes"] = behind
                 status = 200
             except HttpError as exc:
                 body, status = {"error": str(exc)}, exc.status

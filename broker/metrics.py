@@ -62,6 +62,9 @@ class _StateCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         store = self.broker.store
+        yield GaugeMetricFamily("gregor_key_index_behind_bytes",
+                                "Commitlog bytes written but not yet key-indexed (the key dispatcher runs behind the writer)",
+                                value=store.key_index_behind())
         yield GaugeMetricFamily("gregor_log_dir_offline",
                                 "1 once a commitlog fsync or write failed: appends are refused until restart",
                                 value=0 if store.offline is None else 1)

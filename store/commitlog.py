@@ -74,8 +74,8 @@ class CommitLog:
         # reader bisect the old starts and index the new list: the wrong mapping.
         self._table: tuple[tuple[Segment, ...], tuple[int, ...]] = ((), ())
         self._set([Segment.open(p) for p in sorted(directory.iterdir())])
-        if not self.segments:
-            self._add(Segment.create(directory, 0, segment_bytes, prezero))
+        if not self.segments:  # an empty log: one step of disk until writing begins
+            self._add(Segment.create(directory, 0, segment_bytes, prezero, first=ALLOCATE_STEP))
         self.active = self.segments[0]
         self.write_position = self.active.start
         self._ahead: Segment | None = None
@@ -160,9 +160,9 @@ class CommitLog:
         return position + _HEADER_SIZE
 
     def _grow_now(self, seg: Segment, needed: int) -> None:
-        """Allocate on the append path: at least `needed` bytes, one step more if it can."""
+        """Allocate on the append path: the whole segment if it can, else at least `needed` bytes."""
         try:
-            seg.grow(max(needed, seg.allocated + ALLOCATE_STEP), self.prezero)
+            seg.grow(seg.size, self.prezero)
         except StorageFull:
             seg.grow(needed, self.prezero)  # at least this entry, if the disk still has room for it
         self._alloc_wanted.set()
@@ -177,7 +177,7 @@ class CommitLog:
                 nxt = self.segment_at(old.end)
             if nxt is None:
                 # StorageFull here leaves everything untouched
-                nxt = Segment.create(self.directory, old.end, self.segment_bytes, self.prezero)
+                nxt = Segment.create(self.directory, old.end, self.segment_bytes, self.prezero, first=self.segment_bytes)
                 self._add(nxt)
             local = self.write_position - old.start
             E.write_blank(old.view, local, old.size - local)
@@ -265,25 +265,29 @@ class CommitLog:
             self._prefault_wanted.set()  # the window may reach into the new segment
 
     def allocate_ahead(self) -> bool:
-        """Give the active segment disk blocks up to one ALLOCATE_STEP past the writer, and once
-        it is fully allocated and the writer within a step of its end, create the next segment
-        (its first step allocated). False when out of space. Then set the writer's trigger for
-        the next call: half a step before the allocated frontier."""
+        """Once the writer is half a step into a segment that holds only its first step (an
+        empty log's first segment), allocate the rest of it in one call, and create the next
+        segment, whole (MetaQ's preallocation: the writer never allocates). False when out of
+        space. Then set the writer's trigger for the next call.
+
+        One posix_fallocate per segment: allocating segments in 64 MiB steps while they were
+        written cost 12% of append throughput on ext4 (1 KiB appends: 450,000 -> 398,000 a
+        second), and creating the next segment only near the end of this one another 7%.
+        Only an empty log's first segment starts small, which is what keeps an idle broker
+        small (one step of disk, not two whole segments)."""
         active = self.active
         local = self.write_position - active.start
-        want = min(active.size, -(-(local + ALLOCATE_STEP) // ALLOCATE_STEP) * ALLOCATE_STEP)
-        try:
-            active.grow(want, self.prezero)  # outside _alloc_lock: a roll never waits for zeros
-        except StorageFull:
-            return False
+        if active.allocated < active.size and local >= ALLOCATE_STEP // 2:
+            try:
+                active.grow(active.size, self.prezero)  # outside _alloc_lock: a roll never waits for zeros
+            except StorageFull:
+                return False
         ok = True
-        if active.allocated >= active.size and local >= active.size - ALLOCATE_STEP:
+        if active.allocated >= active.size and local >= ALLOCATE_STEP // 2:
             ok = self._prepare_next()
         if active is self.active:
-            if active.allocated < active.size:
-                trigger = active.start + active.allocated - ALLOCATE_STEP // 2
-            elif self._ahead is None:
-                trigger = active.end - ALLOCATE_STEP
+            if active.allocated < active.size or self._ahead is None:
+                trigger = active.start + ALLOCATE_STEP // 2
             else:
                 trigger = _NEVER  # the roll wakes the allocator
             self._alloc_trigger = trigger if ok else _NEVER  # out of space: the append path meets it
@@ -300,7 +304,8 @@ class CommitLog:
             existing = self.segment_at(start)
             if existing is None:
                 try:
-                    existing = Segment.create(self.directory, start, self.segment_bytes, self.prezero)
+                    existing = Segment.create(self.directory, start, self.segment_bytes, self.prezero,
+                                              first=self.segment_bytes)
                 except StorageFull:
                     return False
                 fsync_dir(self.directory)

@@ -39,7 +39,9 @@ class Partition:
 
 
 def features(configs: dict[str, str]) -> tuple[str | None, bool]:
-    return configs.get(TAG_HEADER) or None, configs.get(KEY_INDEX_ENABLE, "").lower() == "true"
+    """(tag header, are keys indexed): keys are, unless key.index.enable=false (RocketMQ's
+    messageIndexEnable is on by default too; the indexing runs off the write path)."""
+    return configs.get(TAG_HEADER) or None, configs.get(KEY_INDEX_ENABLE, "true").lower() != "false"
 
 
 def queue_dir(root: Path, topic: str, partition: int) -> Path:

@@ -16,11 +16,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from store import records
 from store.checkpoint import Checkpoint, queue_key
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.consume_queue import ConsumeQueue
+from store.dispatch import tags_of, to_queue
 from store.entry import EntryHeader
 from store.errors import CorruptEntry
 from store.key_index import KeyIndex
@@ -228,15 +228,8 @@ def _dispatch(commitlog: CommitLog, scan: Iterator[EntryHeader | CorruptRegion],
             _lose(part, damage, e.base_offset, last_damage if last_damage > previous else e.position)
         batch = commitlog.view(e.batch_position, e.batch_size)
         q.reserve(e.base_offset, e.record_count)  # a full disk fails the start, never SIGBUS
-        if part.tag_header is None:
-            q.put(e.base_offset, e.record_count, e.batch_position, e.batch_size)
-        else:
-            q.put_tagged(e.base_offset, e.record_count, e.batch_position, e.batch_size,
-                         records.tag_hashes(batch, part.tag_header))
-        if part.key_indexed:
-            for delta, key in records.keyed_records(batch):
-                index.add(records.key_hash(part.topic, key), e.batch_position, e.store_timestamp, delta)
-        q.high_watermark = e.base_offset + e.record_count
+        to_queue(part, e.base_offset, e.record_count, e.batch_position, e.batch_size, tags_of(part, batch),
+                 e.max_timestamp)  # keys: the store's KeyDispatcher, from the checkpoint's key position
         entries += 1
     return entries
 

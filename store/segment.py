@@ -70,9 +70,9 @@ def sync_mapping(mm: mmap.mmap) -> None:
         raise OSError(err, os.strerror(err))
 
 
-# Disk blocks are given to a segment this many bytes at a time, ahead of the writer. MetaQ
-# preallocates whole 1 GiB files; allocating them in steps keeps that benefit (no block
-# allocation on the append path) while an idle broker holds one step, not 2 GiB.
+# An empty log's first segment gets this much disk; the rest of it is allocated (one call)
+# once the writer is half-way into it, and every later segment is allocated whole, ahead of
+# need, as MetaQ preallocates. An idle broker holds one step, not two whole 1 GiB segments.
 ALLOCATE_STEP = 64 << 20
 
 

@@ -28,6 +28,7 @@ from store.checkpoint import Checkpoint, mark_clean, queue_key, take_clean_mark
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.consume_queue import CORRUPT, ConsumeQueue
+from store.dispatch import KeyDispatcher, tags_of, to_queue
 from store.entry import ENTRY_AT_BATCH, ENTRY_HEADER, MAGIC_DATA, crc_of
 from store.errors import (
     AdminBusy,
@@ -80,7 +81,8 @@ class ReadResult:
 
 class Store:
     def __init__(self, root: Path, config: StoreConfig, registry: TopicRegistry, commitlog: CommitLog,
-                 partitions: dict[tuple[str, int], Partition], key_index: KeyIndex) -> None:
+                 partitions: dict[tuple[str, int], Partition], key_index: KeyIndex,
+                 key_position: int | None = None) -> None:
         self.root = root
         self.config = config
         self._registry = registry
@@ -93,6 +95,10 @@ class Store:
             name: [partitions[(name, p)] for p in range(meta.partitions)]
             for name, meta in registry.topics.items()}
         self._key_index = key_index
+        # keys are indexed off the write path, following the commitlog from where the index ends
+        self._keys = KeyDispatcher(commitlog, key_index,
+                                   commitlog.write_position if key_position is None else key_position,
+                                   self._indexed_topic)
         self._lock = threading.Lock()
         # Topic changes (create, add partitions, alter, delete) take turns under this lock and
         # make or remove files outside the append lock, which they take only to publish.
@@ -114,6 +120,7 @@ class Store:
                                 lambda: self._log.write_position, self._log.flush, self._go_offline)
         self._retention = Periodic("retention", config.retention_check_interval_ms / 1000, self.enforce_retention)
         self._retention.start()
+        self._keys.start()
 
     # ---- lifecycle -------------------------------------------------------------------
     @classmethod
@@ -136,11 +143,13 @@ class Store:
                     trusted = True
                 else:
                     parts, index = recovery.recover_from_checkpoint(root, registry, config, commitlog, ckpt)
+                key_position = ckpt.key_position
             except CorruptEntry as exc:
                 log.warning("derived files not trusted (%s); rebuilding from the commitlog", exc)
         if parts is None:
             parts, index = recovery.rebuild(root, registry, config, commitlog, ckpt)
-        store = cls(root, config, registry, commitlog, parts, index)
+            key_position = commitlog.min_position  # a fresh key index: the dispatcher indexes it all
+        store = cls(root, config, registry, commitlog, parts, index, key_position)
         if trusted:  # a clean close msynced every queue: only later moves need it again
             store._checkpointed = dict(ckpt.queues)
         store.write_checkpoint(every_queue=not trusted)
@@ -154,6 +163,8 @@ class Store:
         self._checkpointer.stop()
         self._retention.stop()
         self._reserver.stop()
+        self._keys.wait_caught_up(5.0)  # what it has not indexed by then, it indexes at the next start
+        self._keys.stop()
         self._flusher.stop()
         self._log.stop_allocator()
         self.write_checkpoint(every_queue=True)
@@ -190,9 +201,10 @@ class Store:
             if self.offline is not None:  # a checkpoint would claim bytes durable that may not be
                 return
             with self._lock:  # only copies here: appends wait for this (~0.3 us per partition)
+                key_mark, key_position = self._keys.mark()
                 ckpt = Checkpoint(self._log.write_position,
                                   {s.start: s.newest_timestamp for s in self._log.segments}, {},
-                                  self._key_index.mark())
+                                  key_mark, key_position)
                 ids = {name: meta.topic_id for name, meta in self._registry.topics.items()}
                 bounds = [(p.topic, p.index, p.queue, p.queue.log_start, p.queue.high_watermark)
                           for p in self._all_partitions()]
@@ -208,7 +220,8 @@ class Store:
             for key, q in queues:
                 if every_queue or self._checkpointed.get(key) != ckpt.queues[key]:
                     q.flush()
-            self._key_index.flush()
+            with self._keys.lock:
+                self._key_index.flush()
             ckpt.save(self.root / "checkpoint")
             self._checkpointed = ckpt.queues
 
@@ -239,7 +252,8 @@ class Store:
             gone = self._log.detach_oldest(count) if count else []
             min_position = self._log.min_position
             if count:
-                self._key_index.drop_below(min_position)
+                with self._keys.lock:
+                    self._key_index.drop_below(min_position)
             parts = self._all_partitions()
         if count:
             for part in parts:
@@ -469,11 +483,9 @@ class Store:
                 if q.closed:  # delete_topic unlists and closes under this lock; never write to a closed queue
                     out.append(self._missing(topic, partition))
                     continue
-                tags = keys = None  # per-record work, only for the topics that ask for it
-                if part.tag_header is not None:
-                    tags = records.tag_hashes(batch, part.tag_header)
-                if part.key_indexed:
-                    keys = records.keyed_records(batch)
+                # per-record work, only for the topics that ask for it; keys are indexed off
+                # the write path (store/dispatch.py's KeyDispatcher)
+                tags = tags_of(part, batch)
                 count = header.record_count
                 base = q.high_watermark
                 try:
@@ -481,8 +493,6 @@ class Store:
                     # StorageFull here, before any byte is written, never SIGBUS on an mmap store
                     if base + count > q.refill_at:
                         self._reserve(q, base, count)
-                    if keys:
-                        self._key_index.reserve(len(keys))
                     pos = log_append(batch, part.topic_id, part.topic_bytes, partition, base, count,
                                      now, header.max_timestamp)
                 except StoreError as exc:  # StorageFull, EntryTooLarge: nothing written
@@ -494,16 +504,7 @@ class Store:
                     out.append(self._write_failed(exc))
                     continue
                 size = len(batch)
-                if tags is None:
-                    q.put(base, count, pos, size)
-                else:
-                    q.put_tagged(base, count, pos, size, tags)
-                if keys:
-                    for delta, key in keys:
-                        self._key_index.add(records.key_hash(topic, key), pos, now, delta)
-                q.high_watermark = base + count
-                if part.time_index is not None:
-                    part.time_index.note(base, header.max_timestamp, base + count)
+                to_queue(part, base, count, pos, size, tags, header.max_timestamp)
                 # tuple.__new__, a C call: the NamedTuple's own __new__ is a Python function
                 out.append(_new_tuple(AppendResult, (base, base + count - 1, now,
                                                      pos + size + len(part.topic_bytes), handle)))
@@ -612,8 +613,12 @@ class Store:
 
     # ---- key and message-id lookups --------------------------------------------------
     def lookup_key(self, topic: str, key: bytes, begin_ms: int, end_ms: int,
-                   max_hits: int = 32) -> list[StoredRecord]:
+                   max_hits: int = 32, wait_s: float = 1.0) -> list[StoredRecord]:
+        """Records of `topic` with `key` stored in [begin_ms, end_ms], newest first. Keys are
+        indexed off the write path: this waits up to `wait_s` for the index to reach what was
+        written before the call; `key_index_behind()` then says how far it still is."""
         meta = self._registry.get(topic)
+        self._keys.wait_caught_up(wait_s)
         hits: list[StoredRecord] = []
         for pos, delta in self._key_index.candidates(records.key_hash(topic, key), begin_ms, end_ms):
             rec = self._record_at(pos, delta)
@@ -623,6 +628,17 @@ class Store:
                 if len(hits) >= max_hits:
                     break
         return hits
+
+    def key_index_behind(self) -> int:
+        """Commitlog bytes written but not yet key-indexed (0 when caught up)."""
+        return self._keys.behind()
+
+    def _indexed_topic(self, e) -> str | None:
+        """The dispatcher's question: is this entry's topic (this incarnation of it) key-indexed?"""
+        part = self._find(e.topic, e.partition)
+        if part is None or not part.key_indexed or part.topic_id != e.topic_id:
+            return None
+        return e.topic
 
     def lookup_message_id(self, msg_id: str) -> StoredRecord | None:
         decoded = msgid.decode(msg_id)

@@ -1,5 +1,5 @@
-"""The commitlog's disk and memory footprint: an empty 1 GiB segment holds one ALLOCATE_STEP of
-disk blocks, and they grow in steps ahead of the writer; nothing past the writer becomes
+"""The commitlog's disk and memory footprint: an empty log's 1 GiB segment holds one
+ALLOCATE_STEP of disk blocks until writing begins, and nothing past the writer becomes
 resident at start-up."""
 
 from __future__ import annotations
@@ -22,19 +22,24 @@ def _disk_bytes(path: Path) -> int:
     return sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file())
 
 
-def test_blocks_grow_in_steps_ahead_of_the_writer(tmp_path):
-    log = CommitLog(tmp_path, GIB)
+def test_an_empty_log_holds_one_step_and_whole_segments_once_written(tmp_path):
+    """An empty log's first segment has ALLOCATE_STEP of disk; once the writer is half a step
+    in, the rest of it and the whole next segment are allocated ahead (MetaQ's preallocation:
+    one posix_fallocate per segment, none on the append path)."""
+    segment = 256 << 20
+    log = CommitLog(tmp_path, segment)
     log.start_allocator()
     try:
-        assert _disk_bytes(tmp_path) <= ALLOCATE_STEP
+        time.sleep(0.2)
+        assert _disk_bytes(tmp_path) <= ALLOCATE_STEP and log.active.allocated == ALLOCATE_STEP
         payload = bytes(61) + os.urandom(1 << 20)
-        for _ in range(150):  # 150 MiB: past two steps
+        for _ in range(ALLOCATE_STEP // (2 << 20) + 2):  # just past half a step
             log.append(payload, bytes(16), b"t", 0, 0, 1, 1, 1)
-        assert log.wait_ahead(30)
-        written = log.write_position
-        assert written + ALLOCATE_STEP // 2 <= log.active.allocated <= written + 2 * ALLOCATE_STEP
-        assert _disk_bytes(tmp_path) <= log.active.allocated + (1 << 20)
-        assert len(log.segments) == 1  # the next segment is made only near the end of this one
+        deadline = time.monotonic() + 30
+        while (log._ahead is None or log.active.allocated < segment) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert log.active.allocated == segment and log._ahead is not None and log._ahead.allocated == segment
+        assert 2 * segment - (1 << 20) <= _disk_bytes(tmp_path) <= 2 * segment + (1 << 20)
     finally:
         log.close()
 

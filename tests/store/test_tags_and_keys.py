@@ -66,16 +66,35 @@ def test_lookup_key_checks_real_key_on_hash_collision(store, monkeypatch):
     assert sorted(h.value for h in store.lookup_key("k", b"alice", 0, 2**62)) == [b"v1", b"v3"]
 
 
-def test_topics_without_key_index_are_not_indexed(store):
+def test_keys_are_indexed_by_default_and_key_index_enable_false_opts_out(store):
     store.create_topic("plain", 1, {})
+    store.create_topic("off", 1, {"key.index.enable": "false"})
     append(store, "plain", 0, build_batch([b"v"], keys=[b"alice"]))
-    assert store.lookup_key("plain", b"alice", 0, 2**62) == []
+    append(store, "off", 0, build_batch([b"v"], keys=[b"alice"]))
+    assert [h.offset for h in store.lookup_key("plain", b"alice", 0, 2**62)] == [0]
+    assert store.lookup_key("off", b"alice", 0, 2**62) == []
+    assert store.key_index_behind() == 0
+
+
+def test_keys_are_indexed_off_the_write_path_and_a_lookup_says_how_far_behind(store):
+    """The append path never touches the key index: the dispatcher thread does, after it. With
+    the dispatcher stopped, a lookup answers what is indexed and key_index_behind() the rest."""
+    store.create_topic("k", 1, {})
+    append(store, "k", 0, build_batch([b"v"], keys=[b"early"]))
+    assert [h.offset for h in store.lookup_key("k", b"early", 0, 2**62)] == [0]
+    store._keys.stop()
+    append(store, "k", 0, build_batch([b"v"], keys=[b"late"]))
+    assert store.lookup_key("k", b"late", 0, 2**62, wait_s=0.05) == []
+    assert store.key_index_behind() > 0
+    store._keys.start()
+    assert [h.offset for h in store.lookup_key("k", b"late", 0, 2**62)] == [1]
+    assert store.key_index_behind() == 0
 
 
 def test_key_index_rolls_to_new_file_when_full(store, data_dir):
     store.create_topic("k", 1, {"key.index.enable": "true"})
     for i in range(100):  # 64 entries per file in tests
         append(store, "k", 0, build_batch([b"v"], keys=[f"key{i}".encode()]))
+    assert [h.offset for h in store.lookup_key("k", b"key3", 0, 2**62)] == [3]  # waits for the dispatcher
     assert len(list((data_dir / "index").iterdir())) == 2
-    assert [h.offset for h in store.lookup_key("k", b"key3", 0, 2**62)] == [3]
     assert [h.offset for h in store.lookup_key("k", b"key99", 0, 2**62)] == [99]
