@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 import struct
 import threading
 import time
@@ -22,7 +23,7 @@ import crc32c
 
 from store import entry as E
 from store.atomic_file import fsync_dir
-from store.errors import EntryTooLarge, StorageFull
+from store.errors import EntryTooLarge, ReplicationError, StorageFull
 from store.segment import ALLOCATE_STEP, Segment, WriteBuffer
 from store.segment_walk import CorruptRegion, Ending, Tail, claimed_header, resync, walk
 
@@ -188,6 +189,85 @@ class CommitLog:
 
     def _add(self, seg: Segment) -> None:
         self._set((*self.segments, seg))
+
+    # ---- replication: shipping entries, applying them, truncating ------------------------
+    def read_entries(self, position: int, max_bytes: int) -> tuple[int, bytes]:
+        """What a leader ships (MetaQ's HA: the slave pulls the master's commitlog): whole
+        entries from `position`, an entry boundary, up to `max_bytes` (at least one entry),
+        within one segment, as (the position of the first, their bytes). Past the last entry
+        of a full segment it continues at the next segment's start; (write position, b"") when
+        there is nothing more. ValueError for a position outside the log."""
+        while True:
+            if position == self.write_position:
+                return position, b""
+            seg = self.segment_at(position)
+            if seg is None or position > self.write_position:
+                raise ValueError(f"commitlog position {position} is outside [{self.min_position}, {self.write_position}]")
+            stop = self.write_position - seg.start if seg.start <= self.write_position < seg.end else seg.size
+            local = begin = position - seg.start
+            for item in walk(seg, stop, start=local):
+                if not isinstance(item, E.EntryHeader):
+                    break
+                if local > begin and local + item.length - begin > max_bytes:
+                    break
+                local += item.length
+            if local > begin:
+                return position, bytes(seg.view[begin:local])
+            if seg.end <= self.write_position:  # a blank marker or zeros end this segment's entries
+                position = seg.end
+                continue
+            raise ValueError(f"no valid entry at commitlog position {position}")
+
+    def append_raw(self, position: int, data: bytes | memoryview) -> list[E.EntryHeader]:
+        """Apply entries a leader shipped: they are validated (each one's CRC) before anything is
+        written, then written at `position` byte for byte. `position` is the write position, or
+        the end of the active segment when the leader rolled there (this log rolls too: same
+        segment size, same layout). Returns the entries' headers; ReplicationError if they do not fit."""
+        view = memoryview(data)
+        headers: list[E.EntryHeader] = []
+        local = 0
+        while local < len(view):
+            outcome = E.read_entry(view, local, position)
+            if not isinstance(outcome, E.EntryHeader):
+                raise ReplicationError(f"shipped bytes at commitlog position {position + local} are not a valid entry")
+            headers.append(outcome)
+            local += outcome.length
+        n = len(view)
+        if position != self.write_position:
+            if position != self.active.end or n > self.segment_bytes:
+                raise ReplicationError(f"shipped entries start at {position}, this log ends at {self.write_position}")
+            self._roll(n)
+        seg = self.active
+        at = self.write_position - seg.start
+        if at + n > seg.size:
+            raise ReplicationError("shipped entries cross a segment boundary (different commitlog.segment.bytes?)")
+        if at + n > seg.allocated:
+            self._grow_now(seg, at + n)
+        if self._buffer is None:
+            seg.view[at:at + n] = view
+        else:
+            written = os.pwrite(seg.fd, view, at)
+            if written != n:
+                raise OSError(f"short commitlog write of {written} of {n} bytes")
+        self.write_position += n
+        if headers:
+            seg.newest_timestamp = headers[-1].store_timestamp
+        return headers
+
+    def truncate_to(self, position: int) -> None:
+        """Cut the log back to `position`, an entry boundary (a returning old leader drops what
+        the new one does not have): the bytes after it are zeroed, later segments unlinked."""
+        seg = self.segment_at(position) if position < self.write_position else self.active
+        if not self.min_position <= position <= self.write_position or seg is None:
+            raise ValueError(f"commitlog position {position} is outside [{self.min_position}, {self.write_position}]")
+        if position == self.write_position:
+            return
+        index = self.segments.index(seg)
+        with self._alloc_lock:
+            if self._ahead is not None and self._ahead.start > seg.start:
+                self._ahead = None
+            self._truncate(index, position - seg.start)
+        self._prefaulted = min(self._prefaulted, position)
 
     # ---- allocator thread ------------------------------------------------------------
     def start_allocator(self) -> None:

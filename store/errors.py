@@ -57,3 +57,8 @@ class EntryTooLarge(StoreError):
 class LogDirOffline(StoreError):
     """The commitlog failed an fsync or a write: the store refuses every append from then on, and
     keeps serving reads, until the broker restarts (Kafka takes the log directory offline)."""
+
+
+class ReplicationError(StoreError):
+    """Shipped commitlog bytes that cannot be applied here: not valid entries, not at this
+    log's end, or offsets that do not continue this log's partitions (a diverged log)."""

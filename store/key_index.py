@@ -192,6 +192,17 @@ class KeyIndex:
             raise CorruptEntry(f"key index file {seq} named by the checkpoint is missing")
         self.files[-1].truncate(count)
 
+    def truncate_from(self, position: int) -> None:
+        """Drop every entry pointing at `position` or later (the commitlog was cut back there);
+        entries are in position order."""
+        while self.files:
+            last = self.files[-1]
+            kept = int(np.searchsorted(last.entries["pos"][:last.count], position))
+            if kept or len(self.files) == 1:
+                last.truncate(kept)
+                return
+            self.files.pop().path.unlink(missing_ok=True)
+
     def drop_below(self, min_position: int) -> None:
         """Unlink files whose every entry points at deleted commitlog segments."""
         while len(self.files) > 1 and self.files[0].last_position < min_position:

@@ -15,6 +15,7 @@ import shutil
 import struct
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.consume_queue import CORRUPT, ConsumeQueue
 from store.dispatch import KeyDispatcher, tags_of, to_queue
-from store.entry import ENTRY_AT_BATCH, ENTRY_HEADER, MAGIC_DATA, crc_of
+from store.entry import ENTRY_AT_BATCH, ENTRY_HEADER, MAGIC_DATA, EntryHeader, crc_of, read_entry
 from store.errors import (
     AdminBusy,
     CorruptData,
@@ -37,6 +38,7 @@ from store.errors import (
     LogDirOffline,
     OffsetOutOfRange,
     QueueFilesUnavailable,
+    ReplicationError,
     StorageFull,
     StoreError,
     UnknownPartition,
@@ -345,12 +347,13 @@ class Store:
         return self._registry.topics.get(name)
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str],
-                     wait: bool = True) -> TopicMeta:
+                     wait: bool = True, topic_id: uuid.UUID | None = None) -> TopicMeta:
         """Create a topic and its partitions' consume queues. The queue directories and files
         (a 1,000-partition topic: 1,000 of each, ~0.3 s here) are made outside the append lock,
         so a broker can call this from a worker thread while appends go on; the topic becomes
         visible, complete, once they are ready. With wait=False, raises AdminBusy instead of
-        waiting for another topic change (for callers on an event loop)."""
+        waiting for another topic change (for callers on an event loop). `topic_id`: a
+        follower takes its leader's, so shipped entries find their topic."""
         if not self._admin_lock.acquire(blocking=wait):
             raise AdminBusy(f"cannot create {name} now: another topic change is under way")
         try:
@@ -359,7 +362,7 @@ class Store:
             try:
                 queues = self._make_queues(name, range(partitions))
                 with self._lock:
-                    meta = self._registry.create(name, partitions, configs)
+                    meta = self._registry.create(name, partitions, configs, topic_id)
                     self._publish(meta, queues)
                 return meta
             except BaseException:
@@ -554,6 +557,88 @@ class Store:
     def _find(self, topic: str, partition: int) -> Partition | None:
         parts = self._parts.get(topic)
         return parts[partition] if parts is not None and 0 <= partition < len(parts) else None
+
+    # ---- replication: what a leader ships, what a follower applies ----------------------
+    @property
+    def log_end_position(self) -> int:
+        """The commitlog write position: where a follower's next shipped entries go."""
+        return self._log.write_position
+
+    def read_log(self, position: int, max_bytes: int) -> tuple[int, bytes]:
+        """Whole commitlog entries from `position` for a follower (CommitLog.read_entries)."""
+        return self._log.read_entries(position, max_bytes)
+
+    def append_replicated(self, position: int, data: bytes | memoryview) -> int:
+        """Apply commitlog entries shipped by a leader: written byte for byte at `position`,
+        then derived by the same dispatcher as an append (store/dispatch.py: consume queues now,
+        keys by the key dispatcher). Entries of topics this store does not know (or another
+        incarnation of) are kept in the commitlog and not derived, as recovery does. Every
+        entry must continue its partition (base offset = its high watermark), checked before
+        anything is written: ReplicationError otherwise (a diverged log: truncate first).
+        Returns the new write position."""
+        with self._lock:
+            if self.offline is not None:
+                raise self.offline
+            view = memoryview(data)
+            staged: list[tuple[Partition, int, int]] = []  # validate offsets before writing
+            next_offsets: dict[int, int] = {}
+            local = 0
+            while local < len(view):
+                e = read_entry(view, local, position)
+                if not isinstance(e, EntryHeader):
+                    raise ReplicationError(f"shipped bytes at commitlog position {position + local} are not a valid entry")
+                part = self._find(e.topic, e.partition)
+                if part is not None and part.topic_id == e.topic_id:
+                    expected = next_offsets.get(id(part), part.queue.high_watermark)
+                    if e.base_offset != expected:
+                        raise ReplicationError(f"{e.topic}-{e.partition}: shipped offset {e.base_offset}, this log "
+                                               f"is at {expected}: the logs diverged; truncate to the last common position")
+                    next_offsets[id(part)] = e.base_offset + e.record_count
+                    staged.append((part, e.base_offset, e.record_count))
+                local += e.length
+            for part, base, count in staged:  # disk blocks for the queue entries before any byte is written
+                part.queue.reserve(base, count)
+            try:
+                headers = self._log.append_raw(position, view)
+            except OSError as exc:
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise StorageFull(str(exc)) from exc
+                raise self._set_offline(exc, "write") from exc
+            touched = []
+            for e in headers:
+                part = self._find(e.topic, e.partition)
+                if part is None or part.topic_id != e.topic_id:
+                    continue
+                batch = self._log.view(e.batch_position, e.batch_size)
+                to_queue(part, e.base_offset, e.record_count, e.batch_position, e.batch_size, tags_of(part, batch),
+                         e.max_timestamp)
+                touched.append((part.topic, part.index))
+                self._last_ts = max(self._last_ts, e.store_timestamp)
+            end = self._log.write_position
+        for topic, partition in dict.fromkeys(touched):
+            for callback in self._subscribers:
+                callback(topic, partition)
+        return end
+
+    def truncate_log(self, position: int) -> None:
+        """Cut the commitlog back to `position`, an entry boundary (a returning old leader, or a
+        follower whose log diverged): every partition's high watermark goes back to the first
+        offset at or after it, its queue entries beyond are cleared, and the key index drops
+        what points there. A checkpoint follows."""
+        with self._admin_lock:
+            with self._lock, self._keys.lock:
+                self._log.truncate_to(position)
+                for part in self._all_partitions():
+                    q = part.queue
+                    hw = q.first_offset_at_or_after(position)
+                    if hw < q.high_watermark:
+                        q.clear_after(hw)
+                        q.high_watermark = hw
+                        q.log_start = min(q.log_start, hw)
+                        part.time_index = None
+                self._key_index.truncate_from(position)
+                self._keys.position = min(self._keys.position, position)
+            self.write_checkpoint(every_queue=True)
 
     # ---- reads -----------------------------------------------------------------------
     def read(self, topic: str, partition: int, offset: int, max_bytes: int) -> ReadResult:

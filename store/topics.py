@@ -58,9 +58,10 @@ class TopicRegistry:
         if not name or len(name.encode()) > 249 or "/" in name or name in (".", ".."):
             raise StoreError(f"invalid topic name {name!r}")
 
-    def create(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
+    def create(self, name: str, partitions: int, configs: dict[str, str],
+               topic_id: uuid.UUID | None = None) -> TopicMeta:
         self.check_new(name, partitions)
-        meta = TopicMeta(name, partitions, dict(configs), uuid.uuid4())
+        meta = TopicMeta(name, partitions, dict(configs), topic_id or uuid.uuid4())
         self.topics[name] = meta
         self._save()
         return meta

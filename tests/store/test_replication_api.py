@@ -1,0 +1,109 @@
+"""The store API replication is built on (issue 23, part C): a leader ships whole commitlog
+entries (read_log), a follower applies them byte for byte at the same positions
+(append_replicated) through the same dispatcher as an append, and a returning old leader cuts its
+log back to a common position (truncate_log)."""
+
+from __future__ import annotations
+
+import pytest
+
+from store import Store
+from store.errors import ReplicationError
+from tests.store.conftest import append, build_batch, tiny_config
+
+TOPICS = {"orders": (2, {"tag.header": "tag"}), "users": (1, {})}
+
+
+def make(path, like: Store | None = None) -> Store:
+    s = Store.open(path, tiny_config())
+    for name, (partitions, configs) in TOPICS.items():
+        topic_id = like.topic(name).topic_id if like is not None else None
+        s.create_topic(name, partitions, configs, topic_id=topic_id)
+    return s
+
+
+def fill(s: Store, start: int, count: int) -> None:
+    for i in range(start, start + count):
+        append(s, "orders", i % 2, build_batch([bytes([i % 256]) * 300, b"x"], keys=[f"o{i}".encode(), None],
+                                               headers=[[("tag", b"paid" if i % 3 else b"new")], []]))
+        append(s, "users", 0, build_batch([b"u%d" % i], keys=[f"u{i}".encode()]))
+
+
+def ship(leader: Store, follower: Store, chunk: int = 5000) -> None:
+    """Pull the leader's commitlog into the follower until both ends meet (MetaQ's HA loop)."""
+    while follower.log_end_position < leader.log_end_position:
+        position, data = leader.read_log(follower.log_end_position, chunk)
+        follower.append_replicated(position, data)
+
+
+def same(leader: Store, follower: Store) -> None:
+    assert follower.log_end_position == leader.log_end_position
+    position = 0
+    while position < leader.log_end_position:  # the same commitlog, byte for byte, at the same positions
+        at, theirs = leader.read_log(position, 1 << 20)
+        assert follower.read_log(position, 1 << 20) == (at, theirs)
+        position = at + len(theirs)
+    for name, (partitions, _) in TOPICS.items():
+        for p in range(partitions):
+            assert follower.high_watermark(name, p) == leader.high_watermark(name, p)
+            ours = [bytes(b) for b in follower.read(name, p, follower.log_start_offset(name, p), 1 << 30).batches]
+            theirs = [bytes(b) for b in leader.read(name, p, leader.log_start_offset(name, p), 1 << 30).batches]
+            assert ours == theirs
+    hw = leader.high_watermark("orders", 0)
+    assert (follower.tag_hashes("orders", 0, 0, hw) == leader.tag_hashes("orders", 0, 0, hw)).all()
+
+
+def test_a_follower_applies_shipped_entries_byte_for_byte_across_segments(tmp_path):
+    leader = make(tmp_path / "leader")
+    follower = make(tmp_path / "follower", like=leader)
+    fill(leader, 0, 60)  # several 8 KiB segments: the follower rolls where the leader did
+    ship(leader, follower)
+    same(leader, follower)
+    assert [h.offset for h in follower.lookup_key("users", b"u7", 0, 2**62)] == [7]  # keys: the same dispatcher
+    fill(leader, 60, 10)
+    ship(leader, follower, chunk=1)  # one entry at a time
+    same(leader, follower)
+    leader.close()
+    follower.close()
+    reopened = Store.open(tmp_path / "follower", tiny_config())  # what it applied survives a restart
+    assert reopened.high_watermark("users", 0) == 70
+    reopened.close()
+
+
+def test_shipped_bytes_that_do_not_continue_the_log_are_refused_before_anything_is_written(tmp_path):
+    leader = make(tmp_path / "leader")
+    follower = make(tmp_path / "follower", like=leader)
+    fill(leader, 0, 5)
+    position, data = leader.read_log(0, 1 << 20)
+    follower.append_replicated(position, data)
+    end = follower.log_end_position
+    with pytest.raises(ReplicationError):  # the same entries again: offsets do not continue
+        follower.append_replicated(end, data)
+    with pytest.raises(ReplicationError):
+        follower.append_replicated(end, b"\x00" * 64)  # not entries
+    with pytest.raises(ReplicationError):
+        follower.append_replicated(end + 100, leader.read_log(end, 1 << 20)[1] or data)  # a gap
+    assert follower.log_end_position == end and follower.high_watermark("users", 0) == 5
+    leader.close()
+    follower.close()
+
+
+def test_truncating_a_diverged_log_then_catching_up_gives_the_leaders_log(tmp_path):
+    """An old leader wrote entries the new leader never got; it cuts back to the last common
+    position and pulls the new leader's log from there."""
+    old = make(tmp_path / "old")
+    new = make(tmp_path / "new", like=old)
+    fill(old, 0, 20)
+    ship(old, new)
+    common = new.log_end_position
+    fill(old, 20, 5)  # written on the old leader only
+    fill(new, 100, 8)  # the new leader's own writes
+    with pytest.raises(ReplicationError):
+        ship(new, old)
+    old.truncate_log(common)
+    assert old.high_watermark("users", 0) == 20 and old.lookup_key("users", b"u22", 0, 2**62) == []
+    ship(new, old)
+    same(new, old)
+    assert [h.offset for h in old.lookup_key("users", b"u101", 0, 2**62)] == [21]
+    old.close()
+    new.close()
