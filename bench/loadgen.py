@@ -57,8 +57,11 @@ def _count_failure(err, _msg) -> None:
 
 
 def produce(spec: dict) -> dict:
-    """Produce fixed-size values round-robin over the partitions until the count or the deadline."""
+    """Produce fixed-size values round-robin over the partitions until the count or the deadline.
+    With "keys": true each record has a key, the message counter in ASCII decimal (b"0", b"1", ...);
+    without it (the default) records have no key."""
     producer = _producer(spec, spec.get("linger_ms", 5))
+    keyed = bool(spec.get("keys", False))
     targets = _targets(spec)
     n_targets = len(targets)
     value = b"x" * spec["size"]
@@ -73,7 +76,10 @@ def produce(spec: dict) -> dict:
     while sent < limit:
         topic, partition = targets[sent % n_targets]
         try:
-            send(topic, value, partition=partition)
+            if keyed:
+                send(topic, value, b"%d" % sent, partition=partition)
+            else:
+                send(topic, value, partition=partition)
         except BufferError:
             poll(0.002)
             continue
