@@ -1,15 +1,15 @@
 """Produce throughput with the key index on and off, same broker, same run (issue 23).
 
 Keys are indexed off the write path: a thread (store/dispatch.py, KeyDispatcher) follows the
-commitlog and indexes the keys of records of topics with `key.index.enable` (on by default),
+commitlog and indexes the keys of records of topics with `key.index.enable=true` (off by default),
 taking at most ~8% of the time while the writer is busy, so under load it falls behind and
 catches up afterwards; the broker reports how far behind it is as the Prometheus gauge
 `gregor_key_index_behind_bytes` (admin API, GET /metrics).
 
 Each round starts one fresh Gregor (a temporary data directory, deleted afterwards; default
 1 GiB commitlog segments, async flush, `--admin-port 0`, everything on 127.0.0.1) and creates two
-1-partition topics with confluent-kafka's AdminClient: `keys-on` with default configs (key index
-on) and `keys-off` with key.index.enable=false. One producer process (bench/loadgen.py's produce
+1-partition topics with confluent-kafka's AdminClient: `keys-on` with key.index.enable=true and
+`keys-off` with key.index.enable=false. One producer process (bench/loadgen.py's produce
 mode, as bench/workloads.py runs it: acks=1, linger 5 ms, batch.size 1 MB, no compression) then
 writes N records of 1 KiB values, each with a key (the message counter in ASCII), to one topic,
 and another producer process N to the other; which goes first alternates between rounds. Before
@@ -216,10 +216,10 @@ class KeyIndexBench:
 
 
 def create_topics(bootstrap: str) -> None:
-    """keys-on with default configs, keys-off with key.index.enable=false; both with leaders, and
-    the broker says keys-off has the setting."""
+    """keys-on with key.index.enable=true, keys-off with key.index.enable=false; both with
+    leaders, and the broker says each has its setting."""
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
-    futures = admin.create_topics([NewTopic(TOPICS["on"], 1, 1),
+    futures = admin.create_topics([NewTopic(TOPICS["on"], 1, 1, config={"key.index.enable": "true"}),
                                    NewTopic(TOPICS["off"], 1, 1, config={"key.index.enable": "false"})],
                                   operation_timeout=60, request_timeout=90)
     for future in futures.values():
@@ -232,7 +232,7 @@ def create_topics(bootstrap: str) -> None:
     for which, topic in TOPICS.items():
         configs = admin.describe_configs([ConfigResource("topic", topic)])
         entries = next(iter(configs.values())).result(timeout=30)
-        value = entries["key.index.enable"].value if "key.index.enable" in entries else "true"
+        value = entries["key.index.enable"].value if "key.index.enable" in entries else "false"
         if value.lower() != ("true" if which == "on" else "false"):
             raise RuntimeError(f"{topic} has key.index.enable={value}")
 
@@ -377,8 +377,8 @@ def markdown(results: dict) -> str:
            f"Machine: {meta['machine']}, Python {meta['python']}."),
           ("Keys are indexed off the write path by a thread that follows the commitlog (store/dispatch.py, "
            "`KeyDispatcher`); while the writer is busy it takes at most ~8% of the time, so under load it falls "
-           "behind and catches up afterwards. Two 1-partition topics on the same broker: `keys-on` with default "
-           "configs (key index on) and `keys-off` created with `key.index.enable=false`."),
+           "behind and catches up afterwards. Two 1-partition topics on the same broker: `keys-on` created with "
+           "`key.index.enable=true` and `keys-off` with `key.index.enable=false`."),
           (f"Each round one producer process (bench/loadgen.py's produce mode with `\"keys\": true`: acks=1, "
            f"linger 5 ms, batch.size 1 MB, no compression) writes {meta['records']:,} records of "
            f"{meta['value_bytes']:,} B values to one topic, each keyed with its message counter in ASCII "

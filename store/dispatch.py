@@ -25,22 +25,24 @@ from collections.abc import Callable
 
 import numpy as np
 
+from store import entry as E
 from store import records
 from store.commitlog import CommitLog
-from store.entry import EntryHeader
 from store.errors import StorageFull
 from store.key_index import KeyIndex
 from store.partition import Partition
-from store.segment_walk import Ending, Tail, walk
+from store.segment_walk import resync
 
 log = logging.getLogger(__name__)
 IDLE_S = 0.005  # the dispatcher's nap when it has caught up (RocketMQ's reput sleeps 1 ms)
-# While the writer is busy, the dispatcher takes at most this share of the time (the GIL it
-# shares with the event loop): indexing keys is per-record Python work, about 3 us a record,
-# more than a broker taking 300,000 records/s could spare. It falls behind under such load and
-# catches up when the load drops (RocketMQ's dispatch also runs behind then); a lookup says so.
+# Indexing keys is per-record Python work (about 3 us a record) on the GIL the event loop needs:
+# a turn works for at most TURN_S (whole entries), then the thread sleeps so that it takes at
+# most BUSY_SHARE of the time. A broker taking 300,000 records/s outruns it: the index falls
+# behind under such load and catches up afterwards (RocketMQ's dispatch runs behind then too),
+# and a lookup says how far behind it is.
 BUSY_SHARE = 0.08
-CHUNK_ENTRIES = 32  # entries per turn: a turn holds the GIL for a few milliseconds at most
+TURN_S = 0.002
+MIN_NAP_S = 0.05  # between turns: at most 20 wake-ups a second while there is work
 
 
 def tags_of(part: Partition, batch) -> np.ndarray | None:
@@ -69,11 +71,12 @@ class KeyDispatcher:
     index file). `position` is the commitlog position below which every entry is indexed."""
 
     def __init__(self, commitlog: CommitLog, index: KeyIndex, position: int,
-                 indexed: Callable[[EntryHeader], str | None]) -> None:
+                 indexed: Callable[[str, int, bytes], bool], any_indexed: Callable[[], bool]) -> None:
         self._log = commitlog
         self._index = index
         self.position = max(position, commitlog.min_position)
-        self._indexed = indexed  # the entry's topic name if its keys are indexed, else None
+        self._indexed = indexed  # (topic, partition, topic id): are this entry's keys indexed?
+        self._any_indexed = any_indexed  # does any live topic index keys?
         self.lock = threading.Lock()  # held while the index changes: checkpoints take it for a consistent mark
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -105,10 +108,9 @@ class KeyDispatcher:
 
     def _run(self) -> None:
         while not self._stopping:
-            writer = self._log.write_position
             began = time.perf_counter()
             try:
-                progressed = self.dispatch_some(CHUNK_ENTRIES)
+                progressed = self.dispatch_some(budget_s=TURN_S)
             except StorageFull as exc:
                 now = time.monotonic()
                 if now - self._full_logged > 10:
@@ -122,43 +124,65 @@ class KeyDispatcher:
                 continue
             if not progressed:
                 time.sleep(IDLE_S)
-            elif self._log.write_position != writer:  # the writer is busy: yield most of the time to it
-                time.sleep((time.perf_counter() - began) * (1 - BUSY_SHARE) / BUSY_SHARE)
+            else:  # yield most of the time (and the GIL) to the event loop, in few long naps:
+                # each wake-up takes the GIL from the event loop, so waking often costs it latency
+                time.sleep(max(MIN_NAP_S, (time.perf_counter() - began) * (1 - BUSY_SHARE) / BUSY_SHARE))
 
-    def dispatch_some(self, max_entries: int = 4096) -> bool:
-        """Index the keys of up to `max_entries` entries after `position`; True if it moved."""
+    def dispatch_some(self, max_entries: int = 1 << 30, budget_s: float | None = None) -> bool:
+        """Index the keys of the entries after `position`: up to `max_entries` of them, and
+        with a budget, whole entries until it is spent; True if it moved. Entries are read by
+        their headers only (no CRC: below the write position they were written here, or
+        validated by recovery or by append_replicated). With no key-indexed topic at all it
+        moves straight to the write position."""
+        deadline = None if budget_s is None else time.perf_counter() + budget_s
         end = self._log.write_position  # every entry below it is completely written
         start = max(self.position, self._log.min_position)
         if start >= end:
             if start != self.position:
                 self.position = start
             return False
+        if not self._any_indexed():
+            self.position = end
+            return True
         seg = self._log.segment_at(start)
         if seg is None:
             self.position = end
             return True
         stop = min(seg.size, end - seg.start)
+        view = seg.view
+        unpack_prefix, unpack_header = E.PREFIX.unpack_from, E.ENTRY_HEADER.unpack_from
         with self.lock:
-            position = start
-            for done, item in enumerate(walk(seg, stop, start=start - seg.start), 1):
-                if isinstance(item, Tail):
-                    position = seg.end if item.kind == Ending.BLANK else seg.start + item.local
+            local = start - seg.start
+            done = 0
+            while local < stop:
+                if stop - local < E.PREFIX_SIZE:
+                    local = seg.size if seg.end <= end else local  # unused bytes at a full segment's end
                     break
-                if isinstance(item, EntryHeader):
-                    topic = self._indexed(item)
-                    if topic is not None:
-                        batch = self._log.view(item.batch_position, item.batch_size)
-                        keys = records.keyed_records(batch) if batch is not None else []
-                        if keys:
-                            self._index.reserve(len(keys))  # a full disk stops here, before any write
-                            for delta, key in keys:
-                                self._index.add(records.key_hash(topic, key), item.batch_position,
-                                                item.store_timestamp, delta)
-                    position = item.position + item.length
-                else:  # a corrupt region: nothing to index in it
-                    position = item.end
-                if done >= max_entries:
+                length, _crc, magic, _flags, topic_length = unpack_prefix(view, local)
+                if magic == E.MAGIC_BLANK or (length == 0 and magic == 0):
+                    if seg.end <= end:  # the writer rolled on: the rest of this segment is unused
+                        local = seg.size
                     break
+                if magic != E.MAGIC_DATA or length < E.HEADER_SIZE + topic_length or local + length > stop:
+                    nxt = resync(seg, local, stop)  # bytes recovery marked corrupt: step over them
+                    if nxt is None:
+                        break
+                    local = nxt
+                    continue
+                fields = unpack_header(view, local)
+                topic = bytes(view[local + length - topic_length:local + length]).decode()
+                if self._indexed(topic, fields[6], fields[5]):
+                    batch_position = seg.start + local + E.HEADER_SIZE
+                    keys = records.record_keys(view[local + E.HEADER_SIZE:local + length - topic_length])
+                    if keys:
+                        self._index.reserve(len(keys))  # a full disk stops here, before any write
+                        for delta, key in keys:
+                            self._index.add(records.key_hash(topic, key), batch_position, fields[9], delta)
+                local += length
+                done += 1
+                if done >= max_entries or (deadline is not None and time.perf_counter() >= deadline):
+                    break
+            position = seg.start + local
             moved = position != self.position
             self.position = position
         return moved

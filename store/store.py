@@ -47,7 +47,7 @@ from store.errors import (
 from store.flush import Flusher, FlushHandle
 from store.key_index import KeyIndex
 from store.offsets import OffsetStore
-from store.partition import Partition, queue_dir
+from store.partition import Partition, features, queue_dir
 from store.periodic import Periodic
 from store.records import StoredRecord
 from store.reserver import QueueReserver
@@ -100,7 +100,7 @@ class Store:
         # keys are indexed off the write path, following the commitlog from where the index ends
         self._keys = KeyDispatcher(commitlog, key_index,
                                    commitlog.write_position if key_position is None else key_position,
-                                   self._indexed_topic)
+                                   self._keys_indexed, self._any_keys_indexed)
         self._lock = threading.Lock()
         # Topic changes (create, add partitions, alter, delete) take turns under this lock and
         # make or remove files outside the append lock, which they take only to publish.
@@ -718,12 +718,13 @@ class Store:
         """Commitlog bytes written but not yet key-indexed (0 when caught up)."""
         return self._keys.behind()
 
-    def _indexed_topic(self, e) -> str | None:
-        """The dispatcher's question: is this entry's topic (this incarnation of it) key-indexed?"""
-        part = self._find(e.topic, e.partition)
-        if part is None or not part.key_indexed or part.topic_id != e.topic_id:
-            return None
-        return e.topic
+    def _keys_indexed(self, topic: str, partition: int, topic_id: bytes) -> bool:
+        """The dispatcher's question: are this entry's keys indexed (this incarnation of its topic)?"""
+        part = self._find(topic, partition)
+        return part is not None and part.key_indexed and part.topic_id == topic_id
+
+    def _any_keys_indexed(self) -> bool:
+        return any(features(meta.configs)[1] for meta in list(self._registry.topics.values()))
 
     def lookup_message_id(self, msg_id: str) -> StoredRecord | None:
         decoded = msgid.decode(msg_id)

@@ -11,7 +11,7 @@ from store import Store
 from store.errors import ReplicationError
 from tests.store.conftest import append, build_batch, tiny_config
 
-TOPICS = {"orders": (2, {"tag.header": "tag"}), "users": (1, {})}
+TOPICS = {"orders": (2, {"tag.header": "tag"}), "users": (1, {"key.index.enable": "true"})}
 
 
 def make(path, like: Store | None = None) -> Store:
