@@ -97,10 +97,12 @@ class BrokerProcess(MeasuredProcess):
     source = ROOT  # where the broker's packages are imported from (bench/run.py --source)
 
     def __init__(self, data_dir: Path, settings: dict[str, str] | None = None,
-                 profile: Path | None = None) -> None:
+                 profile: Path | None = None, admin_api: bool = False) -> None:
         self.data_dir = data_dir
         self.settings = settings or {}
         self.profile = profile
+        self.admin_api = admin_api  # also serve the admin HTTP API on a free port
+        self.admin = ""  # its "host:port" once started
         self.proc: subprocess.Popen | None = None
         self.port = 0
         self.stderr_path = data_dir.parent / f"{data_dir.name}.stderr"
@@ -117,6 +119,8 @@ class BrokerProcess(MeasuredProcess):
         else:
             cmd += ["-m", "broker"]
         cmd += ["serve", "--data-dir", str(self.data_dir), "--host", "127.0.0.1", "--port", "0"]
+        if self.admin_api:
+            cmd += ["--admin-port", "0"]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
         with open(self.stderr_path, "wb") as err:
@@ -124,9 +128,12 @@ class BrokerProcess(MeasuredProcess):
             self.proc = subprocess.Popen(cmd, cwd=self.source, env=env, stdout=subprocess.DEVNULL, stderr=err)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            found = re.search(rb"listening on 127\.0\.0\.1:(\d+)", self.stderr_path.read_bytes())
-            if found:
+            log = self.stderr_path.read_bytes()
+            found = re.search(rb"listening on 127\.0\.0\.1:(\d+)", log)
+            admin = re.search(rb"admin API on http://(127\.0\.0\.1:\d+)", log)
+            if found and (admin or not self.admin_api):
                 self.port = int(found.group(1))
+                self.admin = admin.group(1).decode() if admin else ""
                 return
             if self.proc.poll() is not None:
                 break

@@ -72,33 +72,10 @@ TARGET = 0.90  # issue 23: produce with the key index on >= 90% of produce with 
 
 
 class AdminBroker(BrokerProcess):
-    """bench/broker_process.py's Gregor, started with the admin HTTP API on a free port."""
+    """bench/broker_process.py's Gregor with the admin HTTP API on, and reads of it."""
 
-    admin = ""  # "host:port" of the admin API once started
-
-    def start(self, timeout: float = 60.0) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "broker", "serve", "--data-dir", str(self.data_dir), "--host", "127.0.0.1",
-               "--port", "0", "--admin-port", "0"]
-        for key, value in self.settings.items():
-            cmd += ["--set", f"{key}={value}"]
-        with open(self.stderr_path, "wb") as err:
-            env = {**os.environ, "PYTHONPATH": str(self.source)}
-            self.proc = subprocess.Popen(cmd, cwd=self.source, env=env, stdout=subprocess.DEVNULL, stderr=err)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            log = self.stderr_path.read_bytes()
-            listening = re.search(rb"listening on 127\.0\.0\.1:(\d+)", log)
-            admin = re.search(rb"admin API on http://(127\.0\.0\.1:\d+)", log)
-            if listening and admin:
-                self.port = int(listening.group(1))
-                self.admin = admin.group(1).decode()
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"broker did not start: {self.stderr_path.read_text(errors='replace')[-2000:]}")
+    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None) -> None:
+        super().__init__(data_dir, settings, admin_api=True)
 
     def get(self, path: str) -> tuple[int, bytes]:
         try:
