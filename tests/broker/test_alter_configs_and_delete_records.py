@@ -5,7 +5,6 @@ retention above the broker-wide one), the test says so per broker."""
 
 from __future__ import annotations
 
-import shutil
 import time
 import uuid
 
@@ -25,9 +24,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from tests.broker.wire import WireClient
 from tests.conftest import start_broker
-from tests.oracle.kafka_broker import KafkaBroker, KafkaUnavailable
+from tests.oracle.both import GREGOR, KAFKA, started
 
-GREGOR, KAFKA = "gregor", "apache-kafka"
 SETTINGS = {"auto.create.topics.enable": "false"}
 TOPIC, SET, DELETE, APPEND = 2, 0, 1, 2
 NONE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC, INVALID_CONFIG = 0, 1, 3, 40
@@ -35,18 +33,8 @@ NONE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC, INVALID_CONFIG = 0, 1, 3, 40
 
 @pytest.fixture(scope="module", params=[GREGOR, KAFKA])
 def broker(request, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp(request.param)
-    if request.param == GREGOR:
-        process = start_broker(tmp, **SETTINGS)
-    else:
-        try:
-            process = KafkaBroker(tmp / "kafka", SETTINGS)
-        except KafkaUnavailable as e:
-            pytest.skip(f"NOT RUN against Apache Kafka: {e}")
-        process.start()
-    yield request.param, process
-    process.stop()
-    shutil.rmtree(tmp, ignore_errors=True)
+    with started(request.param, tmp_path_factory.mktemp(request.param), SETTINGS) as process:
+        yield request.param, process
 
 
 @pytest.fixture

@@ -4,18 +4,16 @@ real Apache Kafka 3.9.0: one of each for the whole test session, both with auto-
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 
 import pytest
 
-from tests.conftest import ROOT, start_broker
-from tests.oracle.kafka_broker import KafkaBroker, KafkaUnavailable
+from tests.conftest import ROOT
+from tests.oracle.both import GREGOR, KAFKA, started
 
 SETTINGS = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0"}
-GREGOR, KAFKA = "gregor", "apache-kafka"
 
 
 @dataclass
@@ -62,15 +60,5 @@ class Target:
 
 @pytest.fixture(scope="session", params=[GREGOR, KAFKA])
 def target(request, tmp_path_factory) -> Target:
-    tmp = tmp_path_factory.mktemp(f"cli-{request.param}")
-    if request.param == GREGOR:
-        process = start_broker(tmp, **SETTINGS)
-    else:
-        try:
-            process = KafkaBroker(tmp / "kafka", SETTINGS)
-        except KafkaUnavailable as e:
-            pytest.skip(f"NOT RUN against Apache Kafka: {e}")
-        process.start()
-    yield Target(request.param, process.bootstrap)
-    process.stop()
-    shutil.rmtree(tmp, ignore_errors=True)
+    with started(request.param, tmp_path_factory.mktemp(f"cli-{request.param}"), SETTINGS) as process:
+        yield Target(request.param, process.bootstrap)

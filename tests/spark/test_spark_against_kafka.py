@@ -6,7 +6,6 @@ each broker: the same Spark error, promptly."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 
 import pytest
@@ -16,32 +15,20 @@ from pyspark.sql import DataFrame
 from spark_examples import windowed_aggregates
 from spark_examples.events import closed_windows, expected_aggregates, generate_round
 from spark_examples.topics import ensure_topic
-from tests.conftest import start_broker
-from tests.oracle.kafka_broker import KafkaBroker, KafkaUnavailable
+from tests.oracle.both import GREGOR, KAFKA, started
 from tests.spark.test_streaming_e2e import read_all
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("kafka_connector")]
 
 SETTINGS = {"group.initial.rebalance.delay.ms": "0", "auto.create.topics.enable": "false"}
-GREGOR, KAFKA = "gregor", "apache-kafka"
 SOURCE, OUTPUT, PARTITIONS = "orders", "order-aggregates", 3
 EVENTS = [e for r in range(3) for e in generate_round(r, 40, 1_767_225_600_000, 2, 5)]
 
 
 @pytest.fixture(scope="module", params=[GREGOR, KAFKA])
 def broker(request, kafka_connector, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp(request.param)
-    if request.param == GREGOR:
-        process = start_broker(tmp, **SETTINGS)
-    else:
-        try:
-            process = KafkaBroker(tmp / "kafka", SETTINGS)
-        except KafkaUnavailable as e:
-            pytest.skip(f"NOT RUN against Apache Kafka: {e}")
-        process.start()
-    yield request.param, process.bootstrap
-    process.stop()
-    shutil.rmtree(tmp, ignore_errors=True)
+    with started(request.param, tmp_path_factory.mktemp(request.param), SETTINGS) as process:
+        yield request.param, process.bootstrap
 
 
 RESULTS: dict[str, dict] = {}  # broker -> what the pipeline produced there

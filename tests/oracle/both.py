@@ -1,0 +1,35 @@
+"""A Gregor or a real Apache Kafka 3.9.0, for tests that run one scenario against both brokers
+(a fixture parametrized over GREGOR and KAFKA enters `started` with its param)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BrokerProcess, start_broker
+from tests.oracle.kafka_broker import KafkaBroker, KafkaUnavailable
+
+GREGOR, KAFKA = "gregor", "apache-kafka"
+
+
+@contextmanager
+def started(kind: str, tmp: Path, settings: dict[str, str]) -> Iterator[BrokerProcess | KafkaBroker]:
+    """The broker `kind` started with `settings` in `tmp`; stopped and its files removed after.
+    Without Kafka's jars the test skips saying so (bin/setup-kafka names what is missing)."""
+    if kind == GREGOR:
+        process = start_broker(tmp, **settings)
+    else:
+        try:
+            process = KafkaBroker(tmp / "kafka", settings)
+        except KafkaUnavailable as e:
+            pytest.skip(f"NOT RUN against Apache Kafka: {e}")
+        process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
