@@ -161,11 +161,17 @@ class CommitLog:
         return position + _HEADER_SIZE
 
     def _grow_now(self, seg: Segment, needed: int) -> None:
-        """Allocate on the append path: the whole segment if it can, else at least `needed` bytes."""
-        try:
-            seg.grow(seg.size, self.prezero)
-        except StorageFull:
-            seg.grow(needed, self.prezero)  # at least this entry, if the disk still has room for it
+        """Allocate on the append path, which the allocator fell behind. Without zeros: the whole
+        segment in one call if the disk has room (else at least this entry). With zeros (sync
+        mode): only what this entry needs, after the allocator's step under way; the allocator
+        zero-fills the rest off the event loop."""
+        if self.prezero:
+            seg.grow(needed, True)
+        else:
+            try:
+                seg.grow(seg.size, False)
+            except StorageFull:
+                seg.grow(needed, False)  # at least this entry, if the disk still has room for it
         self._alloc_wanted.set()
 
     def _roll(self, length: int) -> Segment:
