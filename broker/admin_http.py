@@ -75,8 +75,8 @@ def lookup(broker: Broker, query: dict[str, list[str]]) -> list[dict[str, Any]]:
     meta = broker.topic(topic)
     if meta is None:
         raise HttpError(404, f"unknown topic {topic!r}")
-    if view_of(meta) is not None or meta.configs.get("key.index.enable", "false").lower() != "true":
-        raise HttpError(400, f"topic {topic!r} does not index keys; create it with key.index.enable=true")
+    if view_of(meta) is not None or meta.configs.get("key.index.enable", "true").lower() != "true":
+        raise HttpError(400, f"topic {topic!r} does not index keys; it was created with key.index.enable=false")
     try:
         hits = broker.store.lookup_key(topic, key, begin, end, MAX_HITS)
     except UnknownTopic:

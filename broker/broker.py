@@ -6,6 +6,7 @@ Owns nothing network-related; the store is reached only through its API.
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -16,7 +17,10 @@ from broker.config import BrokerConfig
 from broker.group_coordinator import GroupCoordinator
 from broker.metrics import BrokerMetrics
 from broker.producer_state import ProducerStateTable
-from store import AdminBusy, Store, TopicExists, TopicMeta
+from store import AdminBusy, Store, StoreError, TopicExists, TopicMeta
+from store.topics import RESERVED_PREFIX
+
+log = logging.getLogger(__name__)
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
@@ -31,6 +35,8 @@ def topic_name_error(name: str | None) -> str | None:
     if len(name) > MAX_TOPIC_LENGTH:
         return (f"Topic name is invalid: the length of '{name}' is longer than the max allowed length "
                 f"{MAX_TOPIC_LENGTH}")
+    if name.startswith(RESERVED_PREFIX):
+        return f"Topic name is invalid: names starting with '{RESERVED_PREFIX}' are reserved for Gregor's internal topics"
     if not LEGAL_TOPIC.match(name):
         return (f"Topic name is invalid: '{name}' contains one or more characters other than ASCII "
                 "alphanumerics, '.', '_' and '-'")
@@ -98,7 +104,7 @@ class Broker:
         self.port: int = config.port  # replaced by the bound port once listening
         self.appends = AppendSignals()
         self.connections = ConnectionCounts(config["max.connections"], config["max.connections.per.ip"])
-        self.producers = ProducerStateTable(config.data_dir / "producer_ids")
+        self.producers = ProducerStateTable(store)
         self.coordinator = GroupCoordinator.from_config(config, store.offsets)
         store.subscribe_appends(self.appends.notify)
         self.metrics = BrokerMetrics()
@@ -111,10 +117,6 @@ class Broker:
     @property
     def advertised_port(self) -> int:
         return self.config["advertised.port"] or self.port
-
-    @property
-    def producer_snapshot_path(self):
-        return self.config.data_dir / "producer_state.json"
 
     def end_offsets(self) -> dict[tuple[str, str, int], int]:
         """(topic, topic id, partition) -> log end offset, for the producer-state snapshot."""
@@ -130,6 +132,9 @@ class Broker:
         try:
             return self.store.create_topic(name, self.config["num.partitions"], {}, wait=False)
         except (TopicExists, AdminBusy):
+            return None
+        except StoreError as exc:  # full disk, offline log dir, a reserved name: the topic stays unknown
+            log.warning("auto-creating topic %s failed: %s", name, exc)
             return None
 
     def topic_config(self, meta: TopicMeta, name: str) -> str | None:

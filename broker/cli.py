@@ -211,7 +211,7 @@ def _add_records(sub: argparse._SubParsersAction) -> None:
 
     query = _client(sub, "query", cli_records.query, "find records by key, message id or time range",
                     description="By key or message id: Gregor's admin HTTP API (--admin; the topic needs "
-                    "key.index.enable=true for keys; the 32 newest hits; --from/--to on the store time). "
+                    "keys are indexed unless the topic has key.index.enable=false; the 32 newest hits; --from/--to on the store time). "
                     "By time range (--topic with --from, no --key): the Kafka protocol, on the records' "
                     "timestamps, partition by partition. One JSON object per line.")
     query.add_argument("--admin", metavar="HOST:PORT", help="the broker's admin HTTP API (--admin-port)")

@@ -21,6 +21,7 @@ from broker.config import BrokerConfig
 from broker.group_member import JoinRequest, JoinResult, SyncResult
 from broker.group_state import Group, GroupState
 from protocol.errors import ErrorCode
+from store import StoreError
 
 OFFSET_METADATA_TOO_LARGE = ErrorCode.OFFSET_METADATA_TOO_LARGE
 OFFSET_METADATA_MAX_BYTES = 4096  # Kafka's offset.metadata.max.bytes default
@@ -198,7 +199,10 @@ class GroupCoordinator:
                   else ErrorCode.NONE for _, _, _, metadata, _ in entries]
         accepted = [entry for entry, err in zip(entries, errors) if err == ErrorCode.NONE]
         if accepted:
-            await trio.to_thread.run_sync(self.offsets.commit_many, group_id, accepted)
+            try:
+                await trio.to_thread.run_sync(self.offsets.commit_many, group_id, accepted)
+            except StoreError:  # as Kafka maps a failed append to its offsets topic: find the coordinator again
+                return [ErrorCode.NOT_COORDINATOR if err == ErrorCode.NONE else err for err in errors]
         return errors
 
     def committed(self, group_id: str, topic: str, partition: int) -> Committed | None:
@@ -235,7 +239,11 @@ class GroupCoordinator:
         if group.state is not GroupState.EMPTY:
             return ErrorCode.NON_EMPTY_GROUP
         group.kill()  # stays registered as Dead until its offsets are gone, so nothing revives it early
-        await trio.to_thread.run_sync(self.offsets.delete_group, group_id)
-        if self.groups.get(group_id) is group:
-            del self.groups[group_id]
+        try:
+            await trio.to_thread.run_sync(self.offsets.delete_group, group_id)
+        except StoreError:  # the tombstones were refused: the offsets stay, the group comes back from them
+            return ErrorCode.NOT_COORDINATOR
+        finally:
+            if self.groups.get(group_id) is group:
+                del self.groups[group_id]
         return ErrorCode.NONE

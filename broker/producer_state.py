@@ -3,22 +3,22 @@ sequence checks, following Kafka's ProducerStateManager.
 
 Per (topic, partition, producer id) it keeps the epoch and the last five
 batches, so that a retried batch is answered with its original offset instead
-of being appended twice. Producer ids come from blocks reserved durably on
-disk, so they stay unique across restarts.
+of being appended twice. Producer ids come from blocks reserved durably in the
+commitlog (a record of the store's state topic), so they stay unique across
+restarts and travel with the commitlog to a replica.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
 
 from protocol.errors import ErrorCode
 from protocol.record_batch import BatchHeader, parse_header
 from store import CorruptData
+from store.state import PRODUCER_IDS, PRODUCER_SNAPSHOT, decode_i64, encode_i64
 
 BATCHES_KEPT = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 ID_BLOCK = 1000
@@ -55,28 +55,21 @@ APPEND = SequenceCheck(Verdict.APPEND)
 
 
 class ProducerStateTable:
-    def __init__(self, id_file: Path) -> None:
+    def __init__(self, store) -> None:
         self._entries: dict[tuple[str, int, int], ProducerEntry] = {}
-        self._id_file = id_file
+        self._store = store
         self._next_id = 0
         self._block_end = 0
 
     # -- producer ids ------------------------------------------------------
     def allocate_producer_id(self) -> int:
-        """A never-used producer id. Reserves a block on disk first (write temp, fsync, rename)."""
+        """A never-used producer id. Reserves a block first: the block's end, as a state
+        record, is durable in the commitlog before any id of it is handed out. Blocking."""
         if self._next_id >= self._block_end:
-            try:
-                start = int(self._id_file.read_text())
-            except (FileNotFoundError, ValueError):
-                start = 0
-            start = max(start, self._next_id)
+            stored = self._store.state_value(PRODUCER_IDS)
+            start = max(0 if stored is None else decode_i64(stored), self._next_id)
             end = start + ID_BLOCK
-            tmp = self._id_file.with_suffix(".tmp")
-            with open(tmp, "w") as fh:
-                fh.write(str(end))
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self._id_file)
+            self._store.write_state([(PRODUCER_IDS, encode_i64(end))])
             self._next_id, self._block_end = start, end
         pid = self._next_id
         self._next_id += 1
@@ -137,26 +130,23 @@ def snapshot_payload(table: ProducerStateTable, end_offsets: dict[tuple[str, str
     return json.dumps({"version": SNAPSHOT_VERSION, "end_offsets": ends, "entries": entries}).encode()
 
 
-def write_snapshot(path: Path, payload: bytes) -> None:
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(payload)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+def write_snapshot(store, payload: bytes) -> None:
+    """The snapshot as a state record in the commitlog (the latest one is kept); not waited
+    for: a lost snapshot only means more batches replayed at the next start."""
+    store.write_state([(PRODUCER_SNAPSHOT, payload)], durable=False)
 
 
-def restore(table: ProducerStateTable, path: Path, store) -> int:
+def restore(table: ProducerStateTable, store) -> int:
     """Load the snapshot if it is readable, then replay newer batches. Returns batches replayed."""
     ends: dict[tuple[str, str, int], int] = {}
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(store.state_value(PRODUCER_SNAPSHOT) or b"{}")
         if data.get("version") == SNAPSHOT_VERSION:
             ends = {(t, tid, p): end for t, tid, p, end in data["end_offsets"]}
             for topic, partition, pid, epoch, batches in data["entries"]:
                 entry = table._entries[(topic, partition, pid)] = ProducerEntry(epoch)
                 entry.batches.extend(BatchMetadata(*b) for b in batches)
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         ends = {}
         table._entries.clear()
     replayed = 0

@@ -16,7 +16,7 @@ from broker.broker import Broker, new_cluster_id
 from broker.config import BrokerConfig
 from broker.connection import serve_connection
 from broker.producer_state import restore, snapshot_payload, write_snapshot
-from store import Store
+from store import Store, StoreError
 
 log = logging.getLogger("gregor.server")
 
@@ -39,7 +39,7 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
     broker = None
     try:
         broker = Broker(config, store, await trio.to_thread.run_sync(_cluster_id, config.data_dir))
-        replayed = await trio.to_thread.run_sync(restore, broker.producers, broker.producer_snapshot_path, store)
+        replayed = await trio.to_thread.run_sync(restore, broker.producers, store)
         log.info("idempotent-producer state restored (%d batches replayed)", replayed)
         listeners = await trio.open_tcp_listeners(config.port, host=config.host)
         broker.port = listeners[0].socket.getsockname()[1]
@@ -65,7 +65,10 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
 
 async def _snapshot_producers(broker: Broker) -> None:
     payload = snapshot_payload(broker.producers, broker.end_offsets())  # on the loop: a consistent view
-    await trio.to_thread.run_sync(write_snapshot, broker.producer_snapshot_path, payload)
+    try:
+        await trio.to_thread.run_sync(write_snapshot, broker.store, payload)
+    except StoreError as exc:  # full disk, offline log dir: the next start replays more batches instead
+        log.warning("producer-state snapshot not written: %s", exc)
 
 
 async def _snapshot_producers_periodically(broker: Broker) -> None:

@@ -52,7 +52,7 @@ KAFKA_TOPIC_CONFIGS: tuple[tuple[str, str | None, int], ...] = (
 # Gregor's own topic configs (MetaQ extensions).
 GREGOR_TOPIC_CONFIGS: tuple[tuple[str, str | None, int], ...] = (
     ("tag.header", "", STRING),          # record header whose value is the MetaQ tag
-    ("key.index.enable", "false", BOOLEAN),  # index record keys for `gregor query --key` (off the write path)
+    ("key.index.enable", "true", BOOLEAN),  # index record keys for `gregor query --key` (off the write path)
     ("view.source", "", STRING),         # this topic is a read-only view of that topic (broker/views.py)
     ("view.tags", "", STRING),           # comma-separated tags the view lets through
 )

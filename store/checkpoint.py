@@ -1,8 +1,8 @@
 """Checkpoint file and clean-shutdown marker.
 
-Owns `<data_dir>/checkpoint` (format version 3, JSON, replaced atomically): commitlog write
-position, newest store timestamp per segment, each queue's log start offset and high
-watermark, and the key index's last file and entry count with the commitlog position it
+Owns `<data_dir>/checkpoint` (format version 4, JSON, replaced atomically): commitlog write
+position, newest store timestamp per segment, each queue's log start offset and log end
+(the state topic's queue among them), leader-epoch histories that are not the single-node one, and the key index's last file and entry count with the commitlog position it
 covers (the key dispatcher runs behind the writer); and `<data_dir>/clean_shutdown`,
 an empty file present only between a clean close and the next open. A checkpoint is saved
 only once the commitlog below its write position and the derived files up to its bounds are
@@ -17,10 +17,11 @@ from pathlib import Path
 
 from store.atomic_file import fsync_dir, replace
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 # version 1 lacks key_index: no recovery from it after a crash; versions before 3 lack
-# key_position: their key index covered everything below write_position
-READABLE_VERSIONS = (1, 2, 3)
+# key_position: their key index covered everything below write_position; versions before 4
+# were written by Gregor 1, whose commitlog holds no state records (store/state.py)
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 
 @dataclass
@@ -30,6 +31,10 @@ class Checkpoint:
     queues: dict[str, tuple[int, int]] = field(default_factory=dict)  # "<topic_id>/<p>" -> (start, hw)
     key_index: tuple[int, int] | None = None  # (sequence of the last key-index file, its entry count)
     key_position: int | None = None  # commitlog position below which that key index is complete
+    version: int = FORMAT_VERSION  # the format it was read in
+    # "<topic_id>/<p>" -> [[epoch, start offset], ...] (store/epochs.py), only for partitions
+    # whose history is not the single-node one (epoch 0 from the log start)
+    epochs: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.key_position is None:
@@ -40,7 +45,8 @@ class Checkpoint:
                "segments": {str(k): v for k, v in self.segments.items()},
                "queues": {k: list(v) for k, v in self.queues.items()},
                "key_index": None if self.key_index is None else list(self.key_index),
-               "key_position": self.key_position}
+               "key_position": self.key_position,
+               "epochs": {k: [list(e) for e in v] for k, v in self.epochs.items()}}
         replace(path, json.dumps(doc).encode())
 
     @classmethod
@@ -54,7 +60,8 @@ class Checkpoint:
         key_index = doc.get("key_index")
         return cls(doc["write_position"], {int(k): v for k, v in doc["segments"].items()},
                    {k: (v[0], v[1]) for k, v in doc["queues"].items()},
-                   None if key_index is None else (key_index[0], key_index[1]), doc.get("key_position"))
+                   None if key_index is None else (key_index[0], key_index[1]), doc.get("key_position"),
+                   doc["version"], {k: [(e[0], e[1]) for e in v] for k, v in doc.get("epochs", {}).items()})
 
 
 def queue_key(topic_id: str, partition: int) -> str:

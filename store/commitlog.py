@@ -40,6 +40,7 @@ _crc = crc32c.crc32c
 PREFAULT_WINDOW = 32 << 20  # bytes kept faulted in ahead of the write position (32 ms at 1 GB/s)
 PREFAULT_STEP = 4 << 20  # bytes per madvise call, so stopping is prompt
 _NEVER = 1 << 62  # a prefault trigger the writer never reaches
+STATE_RESERVE = 64 * 1024  # bytes at each segment's end for state records only (at most 1/16 of it)
 
 
 class CommitLog:
@@ -47,6 +48,10 @@ class CommitLog:
                  prefault: bool = False, write_through: bool = False) -> None:
         self.directory = directory
         self.segment_bytes = segment_bytes
+        # The last bytes of every segment take only entries of the internal state topic
+        # (store/state.py): on a full disk, where no next segment can be made, retention can
+        # still append the live state records it must carry before it deletes a segment.
+        self.state_reserve = min(STATE_RESERVE, segment_bytes // 16)
         self.prezero = prezero
         # Sync mode writes each entry with pwrite() into the page cache instead of storing it
         # through the mapping; reads still go through the mapping, which sees the same pages.
@@ -117,8 +122,9 @@ class CommitLog:
     # ---- appending -------------------------------------------------------------------
     def append(self, batch: bytes | bytearray | memoryview, topic_id: bytes, topic: bytes,
                partition: int, base_offset: int, record_count: int, store_ts: int,
-               max_ts: int) -> int:
-        """Write one entry; returns the commitlog position of its batch bytes.
+               max_ts: int, leader_epoch: int = 0, reserved: bool = False) -> int:
+        """Write one entry; returns the commitlog position of its batch bytes. The batch's
+        baseOffset, batchLength and partitionLeaderEpoch are set as Kafka's leader sets them.
 
         The entry is encoded in place in the mapping, or, in write-through mode, in the write
         buffer and then written with pwrite(); one body for both keeps the call count down."""
@@ -127,7 +133,7 @@ class CommitLog:
         length = _HEADER_SIZE + n + topic_length
         seg = self.active
         local = self.write_position - seg.start
-        if local + length > seg.size:
+        if local + length > (seg.size if reserved else seg.size - self.state_reserve):
             seg = self._roll(length)
             local = 0
         if local + length > seg.allocated:  # the allocator fell behind: allocate here (StorageFull: nothing written)
@@ -145,7 +151,7 @@ class CommitLog:
         mv[b + n:end] = topic
         # the header, then the batch's baseOffset, batchLength and partitionLeaderEpoch
         _pack_header(mv, at, length, 0, _MAGIC_DATA, 0, topic_length, topic_id, partition,
-                     base_offset, record_count, store_ts, max_ts, base_offset, n - 12, 0)
+                     base_offset, record_count, store_ts, max_ts, base_offset, n - 12, leader_epoch)
         _pack_crc(mv, at + 4, _crc(mv[at + _CRC_FROM:end]))  # E.crc_of, inlined
         if buffer is not None:
             buffer.pwrite(seg.fd, length, local)  # the space is allocated: only an I/O error fails

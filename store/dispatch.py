@@ -19,6 +19,7 @@ Never does network I/O; reads the commitlog only through the CommitLog it is giv
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from store import records
 from store.commitlog import CommitLog
 from store.errors import StorageFull
 from store.key_index import KeyIndex
+from store.key_worker import KeyWorker, KeyWorkerError
 from store.partition import Partition
 from store.segment_walk import resync
 
@@ -52,6 +54,17 @@ def tags_of(part: Partition, batch) -> np.ndarray | None:
     return None if part.tag_header is None else records.tag_hashes(batch, part.tag_header)
 
 
+_EPOCH = struct.Struct(">i")
+
+
+def note_epoch(part: Partition, batch, base_offset: int) -> None:
+    """A batch someone else appended (recovery, a follower): its partitionLeaderEpoch field
+    says which leader wrote it; a newer epoch starts at its base offset."""
+    epoch = _EPOCH.unpack_from(batch, 12)[0]
+    if epoch > part.epochs.latest_epoch:
+        part.epochs.assign(epoch, base_offset)
+
+
 def to_queue(part: Partition, base_offset: int, record_count: int, batch_position: int, batch_size: int,
              tags: np.ndarray | None, max_timestamp: int) -> None:
     """Derive the consume-queue entries of one entry (its space already reserved) and move the
@@ -66,17 +79,74 @@ def to_queue(part: Partition, base_offset: int, record_count: int, batch_positio
         part.time_index.note(base_offset, max_timestamp, base_offset + record_count)
 
 
+KeyColumns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # hashes, batch positions, store ts, deltas
+WORKER_ENTRIES = 4096  # entries per request to the key worker: the insert after it stays short
+
+
+def index_entries(seg, local: int, stop: int, rolled: bool, indexed: Callable[[str, int, bytes], bool],
+                  max_entries: int = 1 << 30, deadline: float | None = None) -> tuple[int, KeyColumns]:
+    """Walk whole entries of commitlog segment `seg` from local offset `local` to `stop` (the
+    bytes below it are completely written) and collect the keys of records of entries whose
+    topic `indexed` says are key-indexed. Entries are read by their headers only (no CRC:
+    below the write position they were written here, or validated by recovery or by
+    append_replicated); bytes recovery marked corrupt are stepped over. `rolled`: the writer
+    moved on to a later segment, so a blank marker or zeros end this one. Returns the local
+    offset reached and the keys as columns. Used by the dispatcher thread and, in its own
+    process, by the key worker (store/key_worker.py); `seg` needs `view`, `find`, `start`, `size`."""
+    hashes: list[int] = []
+    positions: list[int] = []
+    stamps: list[int] = []
+    deltas: list[int] = []
+    view = seg.view
+    unpack_prefix, unpack_header = E.PREFIX.unpack_from, E.ENTRY_HEADER.unpack_from
+    key_hash = records.key_hash
+    done = 0
+    while local < stop:
+        if stop - local < E.PREFIX_SIZE:
+            local = seg.size if rolled else local  # unused bytes at a full segment's end
+            break
+        length, _crc, magic, _flags, topic_length = unpack_prefix(view, local)
+        if magic == E.MAGIC_BLANK or (length == 0 and magic == 0):
+            if rolled:  # the writer rolled on: the rest of this segment is unused
+                local = seg.size
+            break
+        if magic != E.MAGIC_DATA or length < E.HEADER_SIZE + topic_length or local + length > stop:
+            nxt = resync(seg, local, stop)  # bytes recovery marked corrupt: step over them
+            if nxt is None:
+                break
+            local = nxt
+            continue
+        fields = unpack_header(view, local)
+        topic = bytes(view[local + length - topic_length:local + length]).decode()
+        if indexed(topic, fields[6], fields[5]):
+            batch_position = seg.start + local + E.HEADER_SIZE
+            for delta, key in records.record_keys(view[local + E.HEADER_SIZE:local + length - topic_length]):
+                hashes.append(key_hash(topic, key))
+                positions.append(batch_position)
+                stamps.append(fields[9])
+                deltas.append(delta)
+        local += length
+        done += 1
+        if done >= max_entries or (deadline is not None and time.perf_counter() >= deadline):
+            break
+    return local, (np.array(hashes, dtype=np.uint64), np.array(positions, dtype=np.int64),
+                   np.array(stamps, dtype=np.int64), np.array(deltas, dtype=np.uint32))
+
+
 class KeyDispatcher:
     """Follows the commitlog and indexes record keys (RocketMQ's ReputMessageService for the
     index file). `position` is the commitlog position below which every entry is indexed."""
 
     def __init__(self, commitlog: CommitLog, index: KeyIndex, position: int,
-                 indexed: Callable[[str, int, bytes], bool], any_indexed: Callable[[], bool]) -> None:
+                 indexed: Callable[[str, int, bytes], bool], any_indexed: Callable[[], bool],
+                 indexed_ids: Callable[[], frozenset[bytes]] = frozenset) -> None:
         self._log = commitlog
         self._index = index
         self.position = max(position, commitlog.min_position)
         self._indexed = indexed  # (topic, partition, topic id): are this entry's keys indexed?
         self._any_indexed = any_indexed  # does any live topic index keys?
+        self._indexed_ids = indexed_ids  # the topic ids whose keys are indexed (for the worker)
+        self.use_worker = True  # walk in the key worker process (False: in this thread)
         self.lock = threading.Lock()  # held while the index changes: checkpoints take it for a consistent mark
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -107,36 +177,86 @@ class KeyDispatcher:
         return max(0, target - self.position)
 
     def _run(self) -> None:
-        while not self._stopping:
-            began = time.perf_counter()
-            try:
-                progressed = self.dispatch_some(budget_s=TURN_S)
-            except StorageFull as exc:
-                now = time.monotonic()
-                if now - self._full_logged > 10:
-                    self._full_logged = now
-                    log.warning("key index: out of disk space, keys are indexed again once there is room: %s", exc)
-                time.sleep(1.0)
-                continue
-            except Exception:  # never let the thread die silently: lookups would fall behind forever
-                log.exception("key dispatcher failed at commitlog position %d; retrying", self.position)
-                time.sleep(1.0)
-                continue
-            if not progressed:
-                time.sleep(IDLE_S)
-            else:  # yield most of the time (and the GIL) to the event loop, in few long naps:
-                # each wake-up takes the GIL from the event loop, so waking often costs it latency
-                time.sleep(max(MIN_NAP_S, (time.perf_counter() - began) * (1 - BUSY_SHARE) / BUSY_SHARE))
+        worker: KeyWorker | None = None
+        try:
+            while not self._stopping:
+                began = time.perf_counter()
+                remote = False
+                try:
+                    if self.use_worker and worker is None and self._log.write_position > self.position \
+                            and self._any_indexed():
+                        worker = KeyWorker.start()  # lazily: an idle broker runs no second process
+                    remote = self.use_worker and worker is not None and worker.alive
+                    progressed = self.dispatch_remote(worker) if remote else self.dispatch_some(budget_s=TURN_S)
+                except StorageFull as exc:
+                    now = time.monotonic()
+                    if now - self._full_logged > 10:
+                        self._full_logged = now
+                        log.warning("key index: out of disk space, keys are indexed again once there is room: %s", exc)
+                    time.sleep(1.0)
+                    continue
+                except KeyWorkerError as exc:  # the worker died or could not start: this thread walks, throttled
+                    log.warning("key worker unavailable (%s); indexing keys in the broker process meanwhile", exc)
+                    if worker is not None:
+                        worker.close()
+                    worker = KeyWorker.unavailable(retry_after_s=10.0)
+                    continue
+                except Exception:  # never let the thread die silently: lookups would fall behind forever
+                    log.exception("key dispatcher failed at commitlog position %d; retrying", self.position)
+                    time.sleep(1.0)
+                    continue
+                if worker is not None and not worker.alive and worker.retry_due():
+                    worker = None  # try to start it again
+                if not progressed:
+                    time.sleep(IDLE_S)
+                elif not remote:  # yield most of the time (and the GIL) to the event loop, in few
+                    # long naps: each wake-up takes the GIL from the event loop, so waking often
+                    # costs it latency
+                    time.sleep(max(MIN_NAP_S, (time.perf_counter() - began) * (1 - BUSY_SHARE) / BUSY_SHARE))
+        finally:
+            if worker is not None:
+                worker.close()
 
     def dispatch_some(self, max_entries: int = 1 << 30, budget_s: float | None = None) -> bool:
-        """Index the keys of the entries after `position`: up to `max_entries` of them, and
-        with a budget, whole entries until it is spent; True if it moved. Entries are read by
-        their headers only (no CRC: below the write position they were written here, or
-        validated by recovery or by append_replicated). With no key-indexed topic at all it
-        moves straight to the write position."""
+        """Index, in this thread, the keys of the entries after `position`: up to `max_entries`
+        of them, and with a budget, whole entries until it is spent; True if it moved. The
+        thread's own loop hands the walk to the key worker process instead (store/key_worker.py);
+        this is the fallback when that process cannot run, and what tests call directly."""
         deadline = None if budget_s is None else time.perf_counter() + budget_s
+        step = self._next_range()
+        if not isinstance(step, tuple):
+            return step
+        seg, start, stop, rolled, seen = step
+        with self.lock:
+            if self.position != seen:
+                return True  # truncated meanwhile: walk again from there
+            local, keys = index_entries(seg, start, stop, rolled, self._indexed, max_entries, deadline)
+            self._add(keys)
+            return self._moved_to(seg.start + local)
+
+    def dispatch_remote(self, worker) -> bool:
+        """The same, with the walk done by the key worker process: this thread only sends a range
+        and adds what comes back (a few numpy calls), so per-record work leaves the event loop's
+        GIL. Raises what the worker raised (KeyWorkerError: the caller falls back)."""
+        step = self._next_range()
+        if not isinstance(step, tuple):
+            return step
+        seg, start, stop, rolled, seen = step
+        ids = self._indexed_ids()
+        local, keys = worker.index(seg.path, seg.start, seg.size, start, stop, rolled, ids, WORKER_ENTRIES)
+        with self.lock:
+            if self.position != seen or self._log.min_position > seg.start + start:
+                return True  # truncated, or retention deleted the segment meanwhile: walk again
+            self._add(keys)
+            return self._moved_to(seg.start + local)
+
+    def _next_range(self):
+        """(segment, local start, local stop, has the writer rolled past it, the position it
+        was computed from) to walk next, or a bool when there is nothing to walk (True: the
+        position moved anyway)."""
         end = self._log.write_position  # every entry below it is completely written
-        start = max(self.position, self._log.min_position)
+        seen = self.position
+        start = max(seen, self._log.min_position)
         if start >= end:
             if start != self.position:
                 self.position = start
@@ -148,43 +268,15 @@ class KeyDispatcher:
         if seg is None:
             self.position = end
             return True
-        stop = min(seg.size, end - seg.start)
-        view = seg.view
-        unpack_prefix, unpack_header = E.PREFIX.unpack_from, E.ENTRY_HEADER.unpack_from
-        with self.lock:
-            local = start - seg.start
-            done = 0
-            while local < stop:
-                if stop - local < E.PREFIX_SIZE:
-                    local = seg.size if seg.end <= end else local  # unused bytes at a full segment's end
-                    break
-                length, _crc, magic, _flags, topic_length = unpack_prefix(view, local)
-                if magic == E.MAGIC_BLANK or (length == 0 and magic == 0):
-                    if seg.end <= end:  # the writer rolled on: the rest of this segment is unused
-                        local = seg.size
-                    break
-                if magic != E.MAGIC_DATA or length < E.HEADER_SIZE + topic_length or local + length > stop:
-                    nxt = resync(seg, local, stop)  # bytes recovery marked corrupt: step over them
-                    if nxt is None:
-                        break
-                    local = nxt
-                    continue
-                fields = unpack_header(view, local)
-                topic = bytes(view[local + length - topic_length:local + length]).decode()
-                if self._indexed(topic, fields[6], fields[5]):
-                    batch_position = seg.start + local + E.HEADER_SIZE
-                    keys = records.record_keys(view[local + E.HEADER_SIZE:local + length - topic_length])
-                    if keys:
-                        self._index.reserve(len(keys))  # a full disk stops here, before any write
-                        for delta, key in keys:
-                            self._index.add(records.key_hash(topic, key), batch_position, fields[9], delta)
-                local += length
-                done += 1
-                if done >= max_entries or (deadline is not None and time.perf_counter() >= deadline):
-                    break
-            position = seg.start + local
-            moved = position != self.position
-            self.position = position
+        return seg, start - seg.start, min(seg.size, end - seg.start), seg.end <= end, seen
+
+    def _add(self, keys: KeyColumns) -> None:
+        if len(keys[0]):
+            self._index.add_many(*keys)  # a full disk stops here (StorageFull), before any write
+
+    def _moved_to(self, position: int) -> bool:
+        moved = position != self.position
+        self.position = position
         return moved
 
     def mark(self) -> tuple[tuple[int, int], int]:

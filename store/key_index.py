@@ -99,6 +99,37 @@ class IndexFile:
         self.last_position = position
         self._write_header()
 
+    def add_many(self, hashes: np.ndarray, positions: np.ndarray, stamps: np.ndarray, deltas: np.ndarray) -> None:
+        """`add` for many entries at once (they must fit), with numpy: each entry's chain link
+        is the slot's head before it, or the previous entry of this call in the same slot."""
+        n = len(hashes)
+        first_number = self.count + 1
+        numbers = np.arange(first_number, first_number + n, dtype=np.uint32)  # entry number + 1
+        slots = (hashes % np.uint64(self.slot_count)).astype(np.intp)
+        order = np.argsort(slots, kind="stable")  # same slot: in entry order
+        sorted_slots, sorted_numbers = slots[order], numbers[order]
+        starts = np.ones(n, dtype=bool)
+        starts[1:] = sorted_slots[1:] != sorted_slots[:-1]
+        prev_sorted = np.empty(n, dtype=np.uint32)
+        prev_sorted[starts] = self.slots[sorted_slots[starts]]
+        later = np.flatnonzero(~starts)
+        prev_sorted[later] = sorted_numbers[later - 1]
+        entries = self.entries[self.count:self.count + n]
+        entries["hash"] = hashes
+        entries["pos"] = positions
+        entries["ts"] = stamps
+        entries["delta"] = deltas
+        entries["prev"][order] = prev_sorted
+        ends = np.ones(n, dtype=bool)
+        ends[:-1] = starts[1:]
+        self.slots[sorted_slots[ends]] = sorted_numbers[ends]  # heads after the entries they point at
+        self.count += n
+        if self.begin_ts < 0:
+            self.begin_ts = int(stamps[0])
+        self.end_ts = int(stamps[-1])
+        self.last_position = int(positions[-1])
+        self._write_header()
+
     def _write_header(self) -> None:
         HEADER.pack_into(self.mm, 0, MAGIC, FORMAT_VERSION, 0, self.slot_count, self.capacity,
                          self.count, 0, self.begin_ts, self.end_ts, self.last_position)
@@ -165,6 +196,22 @@ class KeyIndex:
         if not self.files or self.files[-1].full:
             self._next_file()
         self.files[-1].add(key_hash, position, store_ts, offset_delta)
+
+    def add_many(self, hashes: np.ndarray, positions: np.ndarray, stamps: np.ndarray, deltas: np.ndarray) -> None:
+        """Add entries in order. Every file they need is created first, so a full disk
+        (StorageFull) stops the call before any entry is written."""
+        n = len(hashes)
+        room = self.files[-1].capacity - self.files[-1].count if self.files else 0
+        targets = [self.files[-1]] if room else []
+        needed = -(-max(0, n - room) // self.capacity)
+        for _ in range(needed):
+            self._next_file()
+            targets.append(self.files[-1])
+        at = 0
+        for f in targets:
+            take = min(n - at, f.capacity - f.count)
+            f.add_many(hashes[at:at + take], positions[at:at + take], stamps[at:at + take], deltas[at:at + take])
+            at += take
 
     def candidates(self, key_hash: int, begin_ts: int, end_ts: int) -> Iterator[tuple[int, int]]:
         for f in reversed(self.files):

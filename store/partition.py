@@ -7,12 +7,13 @@ append finds everything it needs with one dict lookup and one list index. Never 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from store.consume_queue import ConsumeQueue
+from store.epochs import EpochCache
 from store.time_index import TimeIndex
-from store.topics import TopicMeta
+from store.topics import RESERVED_PREFIX, TopicMeta
 
 TAG_HEADER = "tag.header"
 KEY_INDEX_ENABLE = "key.index.enable"
@@ -28,22 +29,28 @@ class Partition:
     tag_header: str | None
     key_indexed: bool
     time_index: TimeIndex | None = None
+    # Replication: the epoch of the leader this store appends as (stamped into each batch),
+    # the partition's epoch history, and a high watermark below the log end (the queue's
+    # `high_watermark` field is the log end offset); None: the log end, as on a single node.
+    leader_epoch: int = 0
+    epochs: EpochCache = field(default_factory=EpochCache)
+    hw: int | None = None
+    internal: bool = False  # the state topic: may append into each segment's reserved end
 
     @classmethod
     def of(cls, meta: TopicMeta, index: int, queue: ConsumeQueue) -> Partition:
         return cls(meta.name, index, meta.name.encode(), meta.topic_id.bytes, queue,
-                   *features(meta.configs))
+                   *features(meta.configs), internal=meta.name.startswith(RESERVED_PREFIX))
 
     def reconfigure(self, meta: TopicMeta) -> None:
         self.tag_header, self.key_indexed = features(meta.configs)
 
 
 def features(configs: dict[str, str]) -> tuple[str | None, bool]:
-    """(tag header, are keys indexed): keys are when key.index.enable=true. Off by default:
-    on by default (as RocketMQ's messageIndexEnable) cost 14% of 1 KiB produce throughput and
-    3 ms of p99 latency (docs/benchmarks.md), the indexing thread sharing the GIL with the
-    event loop."""
-    return configs.get(TAG_HEADER) or None, configs.get(KEY_INDEX_ENABLE, "false").lower() == "true"
+    """(tag header, are keys indexed): keys are unless key.index.enable=false. On by default, as
+    RocketMQ's messageIndexEnable: the keys are read by the key worker process
+    (store/key_worker.py), off the broker's GIL."""
+    return configs.get(TAG_HEADER) or None, configs.get(KEY_INDEX_ENABLE, "true").lower() == "true"
 
 
 def queue_dir(root: Path, topic: str, partition: int) -> Path:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,12 +21,14 @@ from store.checkpoint import Checkpoint, queue_key
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.consume_queue import ConsumeQueue
-from store.dispatch import tags_of, to_queue
+from store.dispatch import note_epoch, tags_of, to_queue
 from store.entry import EntryHeader
+from store.epochs import EpochCache
 from store.errors import CorruptEntry
 from store.key_index import KeyIndex
 from store.partition import Partition, queue_dir
 from store.segment_walk import CorruptRegion
+from store.state import STATE_META, STATE_TOPIC_ID, StateView
 from store.topics import TopicMeta, TopicRegistry
 
 log = logging.getLogger(__name__)
@@ -33,21 +36,74 @@ log = logging.getLogger(__name__)
 Partitions = dict[tuple[str, int], Partition]
 
 
+def metas(registry: TopicRegistry) -> list[TopicMeta]:
+    """Every topic whose queues recovery derives: the state topic, then the registry's."""
+    return [STATE_META, *registry.topics.values()]
+
+
+def read_state(root: Path, config: StoreConfig, commitlog: CommitLog, ckpt: Checkpoint | None,
+               view: StateView, tail: bool) -> int:
+    """First pass: the state records (store/state.py) into `view`, so the registry is known
+    before any data queue is derived. With a checkpoint that lists the state queue, its
+    records up to the checkpoint come through that queue, and with `tail` (after a crash) the
+    entries after the checkpoint's position are scanned for later ones; without one, the
+    whole commitlog is scanned (a full rebuild reads it twice). Returns the records applied.
+    Raises CorruptEntry when the state queue does not fit the checkpoint."""
+    if ckpt is not None and ckpt.version < 4:
+        return 0  # written by Gregor 1, whose commitlog holds no state records
+    applied = 0
+    start = None
+    if ckpt is not None:
+        bounds = ckpt.queues.get(queue_key(str(STATE_TOPIC_ID), 0))
+        if bounds is None:
+            raise CorruptEntry("the checkpoint lacks the state queue")
+        q = ConsumeQueue.load(queue_dir(root / "consumequeue", STATE_META.name, 0), config.queue_entries_per_file)
+        q.log_start, q.high_watermark = bounds
+        _check_queue(q, commitlog, STATE_META.name, ckpt.write_position, empty_after=False)
+        applied = replay_state(q, commitlog, view)
+        start = ckpt.write_position
+        if not tail:
+            return applied
+    state_id = STATE_TOPIC_ID.bytes
+    for e in commitlog.scan(start):
+        if isinstance(e, EntryHeader) and e.topic_id == state_id:
+            applied += view.apply_batch(commitlog.view(e.batch_position, e.batch_size), e.base_offset)
+    return applied
+
+
+def replay_state(q: ConsumeQueue, commitlog: CommitLog, view: StateView) -> int:
+    """Apply the state queue's records, log start to high watermark, to `view`."""
+    applied = 0
+    offset = q.log_start
+    while offset < q.high_watermark:
+        pos, size = q.entry(offset)
+        batch = commitlog.view(pos, size) if size > 0 else None
+        if batch is None:
+            raise CorruptEntry(f"state queue entry {offset} is damaged or outside the commitlog")
+        count = view.apply_batch(batch, offset)
+        applied += count
+        offset += max(count, 1)
+    return applied
+
+
 def load_trusted(root: Path, registry: TopicRegistry, config: StoreConfig, commitlog: CommitLog,
                  ckpt: Checkpoint) -> tuple[Partitions, KeyIndex]:
     """Map the derived files a clean shutdown left; raises CorruptEntry if any look wrong."""
     commitlog.restore(ckpt.write_position, ckpt.segments)
     partitions: Partitions = {}
-    for meta in registry.topics.values():
+    for meta in metas(registry):
         for p in range(meta.partitions):
-            q = ConsumeQueue.load(queue_dir(root / "consumequeue", meta.name, p),
-                                  config.queue_entries_per_file)
+            qdir = queue_dir(root / "consumequeue", meta.name, p)
             bounds = ckpt.queues.get(queue_key(str(meta.topic_id), p))
+            if bounds is None and meta is STATE_META:  # a Gregor 1 data dir: no state topic yet
+                partitions[(meta.name, p)] = Partition.of(meta, p, _fresh_queue(qdir, config))
+                continue
+            q = ConsumeQueue.load(qdir, config.queue_entries_per_file)
             if bounds is None:
                 raise CorruptEntry(f"checkpoint lacks {meta.name}-{p}")
             q.log_start, q.high_watermark = bounds
             _check_queue(q, commitlog, f"{meta.name}-{p}", commitlog.write_position, empty_after=True)
-            partitions[(meta.name, p)] = Partition.of(meta, p, q)
+            partitions[(meta.name, p)] = _with_epochs(Partition.of(meta, p, q), ckpt)
     index = KeyIndex(root / "index", config.key_index_slots, config.key_index_entries)
     for f in index.files:
         if f.count and f.last_position >= commitlog.write_position:
@@ -137,7 +193,7 @@ def rebuild(root: Path, registry: TopicRegistry, config: StoreConfig, commitlog:
         return part
 
     entries = _dispatch(commitlog, commitlog.scan(), registry, partitions, index, damage, new_queue)
-    for meta in registry.topics.values():
+    for meta in metas(registry):
         for p in range(meta.partitions):
             bounds = ckpt.queues.get(queue_key(str(meta.topic_id), p)) if ckpt else None
             part = partitions.get((meta.name, p))
@@ -146,6 +202,9 @@ def rebuild(root: Path, registry: TopicRegistry, config: StoreConfig, commitlog:
             elif bounds and bounds[1] > part.queue.high_watermark and damage.regions:
                 # offsets a checkpoint saw are gone: never hand them out again
                 _lose(part, damage, bounds[1], commitlog.write_position)
+    for part in partitions.values():
+        if not part.epochs.entries:  # no batch said otherwise: led by this store, epoch 0
+            part.epochs.assign(0, part.queue.log_start)
     damage.log()
     log.info("rebuilt consume queues and key index from %d commitlog entries", entries)
     return partitions, index
@@ -166,14 +225,17 @@ def recover_from_checkpoint(root: Path, registry: TopicRegistry, config: StoreCo
     for seg in commitlog.segments:
         seg.newest_timestamp = ckpt.segments.get(seg.start, -1)
     partitions: Partitions = {}
-    for meta in registry.topics.values():
+    for meta in metas(registry):
         for p in range(meta.partitions):
-            q = ConsumeQueue.load(queue_dir(root / "consumequeue", meta.name, p), config.queue_entries_per_file)
+            qdir = queue_dir(root / "consumequeue", meta.name, p)
+            if meta is STATE_META and ckpt.version < 4:
+                _fresh_queue(qdir, config)  # a Gregor 1 data dir: no state topic yet
+            q = ConsumeQueue.load(qdir, config.queue_entries_per_file)
             # absent: the partition was created after the checkpoint, so all of it follows
             q.log_start, q.high_watermark = ckpt.queues.get(queue_key(str(meta.topic_id), p), (0, 0))
             _check_queue(q, commitlog, f"{meta.name}-{p}", start, empty_after=False)
             q.clear_after(q.high_watermark)
-            partitions[(meta.name, p)] = Partition.of(meta, p, q)
+            partitions[(meta.name, p)] = _with_epochs(Partition.of(meta, p, q), ckpt)
     index = KeyIndex(root / "index", config.key_index_slots, config.key_index_entries)
     index.truncate(ckpt.key_index)
     damage = Damage()
@@ -197,7 +259,7 @@ def recover_from_checkpoint(root: Path, registry: TopicRegistry, config: StoreCo
 def _dispatch(commitlog: CommitLog, scan: Iterator[EntryHeader | CorruptRegion], registry: TopicRegistry,
               partitions: Partitions, index: KeyIndex, damage: Damage, new_queue) -> int:
     """Derive queue entries and key-index entries from scanned commitlog entries; returns how many."""
-    live = {meta.topic_id.bytes: meta for meta in registry.topics.values()}
+    live = {meta.topic_id.bytes: meta for meta in metas(registry)}
     entries = 0
 
     def partition_for(e: EntryHeader) -> Partition | None:
@@ -227,11 +289,25 @@ def _dispatch(commitlog: CommitLog, scan: Iterator[EntryHeader | CorruptRegion],
             previous = q.entry(q.high_watermark - 1)[0] if q.high_watermark > q.log_start else -1
             _lose(part, damage, e.base_offset, last_damage if last_damage > previous else e.position)
         batch = commitlog.view(e.batch_position, e.batch_size)
+        note_epoch(part, batch, e.base_offset)
         q.reserve(e.base_offset, e.record_count)  # a full disk fails the start, never SIGBUS
         to_queue(part, e.base_offset, e.record_count, e.batch_position, e.batch_size, tags_of(part, batch),
                  e.max_timestamp)  # keys: the store's KeyDispatcher, from the checkpoint's key position
         entries += 1
     return entries
+
+
+def _with_epochs(part: Partition, ckpt: Checkpoint) -> Partition:
+    """The partition's epoch history as the checkpoint saved it (default: epoch 0 from its log
+    start); recovery's scan of later entries adds what followed."""
+    saved = ckpt.epochs.get(queue_key(str(uuid.UUID(bytes=part.topic_id)), part.index))
+    part.epochs = EpochCache(saved or [(0, part.queue.log_start)])
+    return part
+
+
+def _fresh_queue(qdir: Path, config: StoreConfig) -> ConsumeQueue:
+    shutil.rmtree(qdir, ignore_errors=True)
+    return ConsumeQueue.create(qdir, config.queue_entries_per_file)
 
 
 def _lose(part: Partition, damage: Damage, stop: int, position: int) -> None:

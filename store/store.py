@@ -23,13 +23,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from protocol.record_batch import BatchHeader
-from store import msgid, records, recovery, retention
+from protocol.record_batch import BatchHeader, parse_header
+from store import legacy, msgid, records, recovery, retention
+from store.atomic_file import fsync_dir
 from store.checkpoint import Checkpoint, mark_clean, queue_key, take_clean_mark
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.consume_queue import CORRUPT, ConsumeQueue
-from store.dispatch import KeyDispatcher, tags_of, to_queue
+from store.dispatch import KeyDispatcher, note_epoch, tags_of, to_queue
 from store.entry import ENTRY_AT_BATCH, ENTRY_HEADER, MAGIC_DATA, EntryHeader, crc_of, read_entry
 from store.errors import (
     AdminBusy,
@@ -51,6 +52,7 @@ from store.partition import Partition, features, queue_dir
 from store.periodic import Periodic
 from store.records import StoredRecord
 from store.reserver import QueueReserver
+from store.state import STATE_TOPIC, Record, StateView, encode_batch, encode_topic, topic_key
 from store.time_index import TimeIndex, max_timestamp_offset, offset_for_timestamp
 from store.topics import TopicMeta, TopicRegistry
 
@@ -58,6 +60,7 @@ log = logging.getLogger(__name__)
 _BASE = struct.Struct(">q")
 _LAST_DELTA = struct.Struct(">i")
 FULL_WARNING_INTERVAL_S = 10.0  # one "out of disk space" line per this many seconds
+STATE_CHUNK = 10_000  # state records per batch when many are written at once (migration, carrying)
 
 
 class AppendResult(NamedTuple):  # a tuple: cheaper to build than a frozen dataclass
@@ -82,25 +85,31 @@ class ReadResult:
 
 
 class Store:
-    def __init__(self, root: Path, config: StoreConfig, registry: TopicRegistry, commitlog: CommitLog,
+    def __init__(self, root: Path, config: StoreConfig, view: StateView, commitlog: CommitLog,
                  partitions: dict[tuple[str, int], Partition], key_index: KeyIndex,
                  key_position: int | None = None) -> None:
         self.root = root
         self.config = config
-        self._registry = registry
+        self._view = view
+        self._registry = registry = view.registry
+        # state records are appended and applied to the view one writer at a time, so the view
+        # changes in commitlog order
+        self._state_lock = threading.Lock()
         self._log = commitlog
         # Partitions by topic, each list indexed by partition number, so the append path finds
         # one with a str-keyed dict and a list index. Keyed by (topic, partition) tuples, the
         # lookup cost about 0.2 us more per append at 10,000 partitions (bench, A/B): hashing
         # the tuple and comparing it with the stored key touch objects out of the CPU cache.
         self._parts: dict[str, list[Partition]] = {
-            name: [partitions[(name, p)] for p in range(meta.partitions)]
-            for name, meta in registry.topics.items()}
+            meta.name: [partitions[(meta.name, p)] for p in range(meta.partitions)]
+            for meta in recovery.metas(registry)}
+        for part in partitions.values():  # this store leads in the newest epoch it knows
+            part.leader_epoch = max(0, part.epochs.latest_epoch)
         self._key_index = key_index
         # keys are indexed off the write path, following the commitlog from where the index ends
         self._keys = KeyDispatcher(commitlog, key_index,
                                    commitlog.write_position if key_position is None else key_position,
-                                   self._keys_indexed, self._any_keys_indexed)
+                                   self._keys_indexed, self._any_keys_indexed, self._key_indexed_ids)
         self._lock = threading.Lock()
         # Topic changes (create, add partitions, alter, delete) take turns under this lock and
         # make or remove files outside the append lock, which they take only to publish.
@@ -114,7 +123,8 @@ class Store:
         self._sync = config.flush_mode == "sync"
         self._closed = False
         self.offline: LogDirOffline | None = None  # set once, when an fsync or a write failed
-        self.offsets = OffsetStore(root / "offsets.log")
+        self.offsets: OffsetStore = view.offsets
+        self.offsets.attach(self.write_state)
         commitlog.start_allocator()
         self._reserver = QueueReserver()
         self._reserver.start()
@@ -130,7 +140,8 @@ class Store:
         config.validate()
         root = Path(data_dir)
         root.mkdir(parents=True, exist_ok=True)
-        registry = TopicRegistry(root / "topics.json")
+        view = StateView(TopicRegistry(), OffsetStore())
+        old = legacy.read(root)
         clean = take_clean_mark(root / "clean_shutdown")
         commitlog = CommitLog(root / "commitlog", config.segment_bytes,
                               prezero=config.flush_mode == "sync", prefault=config.flush_mode == "async",
@@ -138,8 +149,11 @@ class Store:
         ckpt = Checkpoint.load(root / "checkpoint")
         parts = None
         trusted = False  # the derived files are exactly as the last checkpoint left them
+        registry = view.registry
         if ckpt is not None:
             try:
+                recovery.read_state(root, config, commitlog, ckpt, view, tail=not clean)
+                _adopt_legacy_topics(view, old)
                 if clean:
                     parts, index = recovery.load_trusted(root, registry, config, commitlog, ckpt)
                     trusted = True
@@ -148,15 +162,80 @@ class Store:
                 key_position = ckpt.key_position
             except CorruptEntry as exc:
                 log.warning("derived files not trusted (%s); rebuilding from the commitlog", exc)
+                view.reset()
         if parts is None:
+            recovery.read_state(root, config, commitlog, None, view, tail=True)
+            _adopt_legacy_topics(view, old)
             parts, index = recovery.rebuild(root, registry, config, commitlog, ckpt)
             key_position = commitlog.min_position  # a fresh key index: the dispatcher indexes it all
-        store = cls(root, config, registry, commitlog, parts, index, key_position)
+        _remove_stray_queues(root / "consumequeue", registry)
+        store = cls(root, config, view, commitlog, parts, index, key_position)
         if trusted:  # a clean close msynced every queue: only later moves need it again
             store._checkpointed = dict(ckpt.queues)
+        if old is not None:
+            store._migrate(old)
         store.write_checkpoint(every_queue=not trusted)
         store._checkpointer.start()
         return store
+
+    def _migrate(self, old: legacy.Legacy) -> None:
+        """Gregor 1's files become state records; the files go once those are durable."""
+        for start in range(0, len(old.records), STATE_CHUNK):
+            self.write_state(old.records[start:start + STATE_CHUNK], durable=False)
+        self._make_durable()
+        self.write_checkpoint(every_queue=True)  # format 4 first: it lists the state queue the next start reads
+        for path in old.files:
+            path.unlink(missing_ok=True)
+        fsync_dir(self.root)
+        log.info("migrated %s to records of the commitlog's state topic (%d records); the files are removed",
+                 ", ".join(p.name for p in old.files), len(old.records))
+
+    # ---- state records (store/state.py) ------------------------------------------------
+    def write_state(self, records: list[Record], durable: bool = True) -> None:
+        """Append state records as one batch of the state topic and apply them to the view
+        (topics, offsets); with `durable`, return once the commitlog holds them on disk.
+        Blocking: call from a worker thread. Raises a StoreError when the append is refused."""
+        with self._state_lock:
+            self._write_state_locked(records)
+        if durable:
+            self._make_durable()
+
+    def _write_state_locked(self, records: list[Record]) -> None:
+        batch = encode_batch(records, _time_ns() // 1_000_000)
+        result = self.append_many(((STATE_TOPIC, 0, batch, parse_header(batch)),))[0]
+        if result.__class__ is not AppendResult:
+            raise result
+        self._view.apply_batch(batch, result.base_offset)
+
+    def state_value(self, key: bytes) -> bytes | None:
+        """The latest value of a state key (None: never written, or deleted)."""
+        return self._view.value(key)
+
+    def _make_durable(self) -> None:
+        self._flusher.flush_now()
+        if self.offline is not None:
+            raise self.offline
+
+    def _carry_state(self, position: int) -> int:
+        """Append again the live state records stored below commitlog `position`, before
+        retention deletes the segments there: the newest value of every key survives. Returns
+        the position below which segments may go: `position`, or, when the disk is too full to
+        carry them all, where the oldest record not carried yet lies (segments before it hold
+        no live state, and deleting them makes room to carry the rest at the next run)."""
+        q = self._parts[STATE_TOPIC][0].queue
+        with self._state_lock:
+            records = self._view.live_below(q.first_offset_at_or_after(position))
+            try:
+                for start in range(0, len(records), STATE_CHUNK):
+                    self._write_state_locked(records[start:start + STATE_CHUNK])
+            except StorageFull as exc:
+                self._warn_full(exc)
+                below = self._view.live_below(q.first_offset_at_or_after(position))
+                return min((q.entry(self._view.live[key][0])[0] for key, _ in below), default=position)
+        if records:
+            self._make_durable()
+            log.info("carried %d live state records forward before deleting commitlog segments", len(records))
+        return position
 
     def close(self) -> None:
         if self._closed:
@@ -174,7 +253,6 @@ class Store:
             if self.offline is None:  # after a failed fsync nothing is known durable: recover at start
                 mark_clean(self.root / "clean_shutdown")
             self._log.close()
-        self.offsets.close()
 
     def _go_offline(self, exc: OSError) -> None:
         """The flusher's fsync failed: refuse appends until restart (called by the flusher)."""
@@ -207,15 +285,19 @@ class Store:
                 ckpt = Checkpoint(self._log.write_position,
                                   {s.start: s.newest_timestamp for s in self._log.segments}, {},
                                   key_mark, key_position)
-                ids = {name: meta.topic_id for name, meta in self._registry.topics.items()}
+                ids = {meta.name: meta.topic_id for meta in recovery.metas(self._registry)}
                 bounds = [(p.topic, p.index, p.queue, p.queue.log_start, p.queue.high_watermark)
                           for p in self._all_partitions()]
+                histories = {(p.topic, p.index): list(p.epochs.entries) for p in self._all_partitions()
+                             if len(p.epochs.entries) != 1 or p.epochs.entries[0][0] != 0}
             queues = []
             for topic, index, q, log_start, hw in bounds:
                 if topic in ids:
                     key = queue_key(str(ids[topic]), index)
                     ckpt.queues[key] = (log_start, hw)
                     queues.append((key, q))
+                    if (topic, index) in histories:
+                        ckpt.epochs[key] = histories[(topic, index)]
             self._flusher.flush_now()
             if self.offline is not None:
                 return
@@ -251,6 +333,11 @@ class Store:
         with self._lock:
             count = retention.segments_to_delete(self._log.segments, self._log.active, now_ms,
                                                  segment_ms, self.config.retention_bytes)
+            boundary = self._log.segments[count].start if count else 0
+        if count:  # live state records in those segments are appended again first
+            boundary = self._carry_state(boundary)
+        with self._lock:
+            count = sum(1 for seg in self._log.segments if seg.end <= boundary)
             gone = self._log.detach_oldest(count) if count else []
             min_position = self._log.min_position
             if count:
@@ -359,18 +446,25 @@ class Store:
         try:
             self._registry.check_new(name, partitions)
             qroot = self.root / "consumequeue"
+            meta = TopicMeta(name, partitions, dict(configs), topic_id or uuid.uuid4())
             try:
+                shutil.rmtree(qroot / name, ignore_errors=True)  # a crash's leftovers
                 queues = self._make_queues(name, range(partitions))
-                with self._lock:
-                    meta = self._registry.create(name, partitions, configs, topic_id)
+                with self._lock:  # listed before the record: the registry, which clients see, follows it
                     self._publish(meta, queues)
+                self._put_topic(meta, durable=wait)
                 return meta
             except BaseException:
                 if self._registry.topics.get(name) is None:
+                    self._unlist(name)
                     shutil.rmtree(qroot / name, ignore_errors=True)
                 raise
         finally:
             self._admin_lock.release()
+
+    def _put_topic(self, meta: TopicMeta, durable: bool = True) -> None:
+        """The topic's record in the state topic; the view applies it to the registry."""
+        self.write_state([(topic_key(meta.name), encode_topic(meta))], durable=durable)
 
     def add_partitions(self, name: str, total: int) -> TopicMeta:
         """Grow a topic to `total` partitions; the new queues' files are made outside the
@@ -380,31 +474,72 @@ class Store:
             if total <= old.partitions:
                 return old
             queues = self._make_queues(name, range(old.partitions, total))
+            meta = TopicMeta(name, total, old.configs, old.topic_id)
             with self._lock:
-                meta = self._registry.update(TopicMeta(name, total, old.configs, old.topic_id))
                 self._publish(meta, queues)
+            try:
+                self._put_topic(meta)
+            except BaseException:  # the record was refused (full disk, offline): the new partitions go
+                with self._lock:
+                    kept, gone = self._parts[name][:old.partitions], self._parts[name][old.partitions:]
+                    self._parts[name] = kept
+                    for part in gone:
+                        part.queue.closed = True
+                for part in gone:
+                    part.queue.delete()
+                    shutil.rmtree(part.queue.directory, ignore_errors=True)
+                raise
             return meta
 
     def alter_topic_configs(self, name: str, configs: dict[str, str]) -> TopicMeta:
-        with self._admin_lock, self._lock:
+        with self._admin_lock:
             old = self._registry.get(name)
-            meta = self._registry.update(TopicMeta(name, old.partitions, dict(configs), old.topic_id))
-            for part in self._parts[name]:
-                part.reconfigure(meta)
+            meta = TopicMeta(name, old.partitions, dict(configs), old.topic_id)
+            self._put_topic(meta)
+            with self._lock:
+                for part in self._parts[name]:
+                    part.reconfigure(meta)
             return meta
 
     def delete_topic(self, name: str) -> None:
         """Remove a topic; its files go outside the append lock, and before any topic of the
         same name can be created again."""
         with self._admin_lock:
+            self._registry.get(name)  # UnknownTopic if there is none
+            self.write_state([(topic_key(name), None)])  # the registry forgets it
+            self._drop_partitions(name)
+
+    def _unlist(self, name: str) -> list[Partition]:
+        with self._lock:
+            doomed = self._parts.pop(name, [])
+            for part in doomed:  # a read that found one before the pop checks this
+                part.queue.closed = True
+        return doomed
+
+    def _drop_partitions(self, name: str) -> None:
+        """Unlist a topic's partitions and delete their files (outside the append lock)."""
+        for part in self._unlist(name):
+            part.queue.delete()
+        shutil.rmtree(self.root / "consumequeue" / name, ignore_errors=True)
+
+    def _reconcile(self) -> None:
+        """Make the partitions match the registry after state records arrived another way
+        than this store's own topic calls (a leader's shipped commitlog, a truncation)."""
+        for name, meta in list(self._registry.topics.items()):
+            parts = self._parts.get(name)
+            if parts and parts[0].topic_id != meta.topic_id.bytes:  # another incarnation
+                self._drop_partitions(name)
+                parts = None
+            have = len(parts) if parts else 0
+            if have < meta.partitions:
+                queues = self._make_queues(name, range(have, meta.partitions))
+                with self._lock:
+                    self._publish(meta, queues)
             with self._lock:
-                self._registry.delete(name)  # UnknownTopic if there is none
-                doomed = self._parts.pop(name)
-                for part in doomed:  # a read that found one before the pop checks this
-                    part.queue.closed = True
-            for part in doomed:
-                part.queue.delete()
-            shutil.rmtree(self.root / "consumequeue" / name, ignore_errors=True)
+                for part in self._parts.get(name, ()):
+                    part.reconfigure(meta)
+        for name in [n for n in self._parts if n != STATE_TOPIC and n not in self._registry.topics]:
+            self._drop_partitions(name)
 
     def _make_queues(self, name: str, indexes: range) -> dict[int, ConsumeQueue]:
         """The new partitions' queues, each with its first file mapped. All or nothing: on a
@@ -433,6 +568,8 @@ class Store:
         """Make new partitions visible to appends and reads; call under the append lock.
         The list is replaced, not grown in place: reads look partitions up without the lock."""
         added = [Partition.of(meta, p, queues[p]) for p in sorted(queues)]  # the next numbers
+        for part in added:  # led by this store since its creation, as Kafka's first leader: epoch 0
+            part.epochs.assign(part.leader_epoch, part.queue.log_start)
         self._parts[meta.name] = self._parts.get(meta.name, []) + added
 
     def _all_partitions(self) -> list[Partition]:
@@ -497,7 +634,7 @@ class Store:
                     if base + count > q.refill_at:
                         self._reserve(q, base, count)
                     pos = log_append(batch, part.topic_id, part.topic_bytes, partition, base, count,
-                                     now, header.max_timestamp)
+                                     now, header.max_timestamp, part.leader_epoch, part.internal)
                 except StoreError as exc:  # StorageFull, EntryTooLarge: nothing written
                     if exc.__class__ is StorageFull:
                         self._warn_full(exc)
@@ -516,7 +653,7 @@ class Store:
                 self._flusher.claim(appended)
         if self._subscribers and appended:
             for (topic, partition, _, _), result in zip(items, out):
-                if result.__class__ is AppendResult:
+                if result.__class__ is AppendResult and topic != STATE_TOPIC:  # internal: nobody waits on it
                     for callback in self._subscribers:
                         callback(topic, partition)
         return out
@@ -572,14 +709,34 @@ class Store:
         """Apply commitlog entries shipped by a leader: written byte for byte at `position`,
         then derived by the same dispatcher as an append (store/dispatch.py: consume queues now,
         keys by the key dispatcher). Entries of topics this store does not know (or another
-        incarnation of) are kept in the commitlog and not derived, as recovery does. Every
-        entry must continue its partition (base offset = its high watermark), checked before
-        anything is written: ReplicationError otherwise (a diverged log: truncate first).
-        Returns the new write position."""
+        incarnation of) are kept in the commitlog and not derived, as recovery does. State
+        records (topics, offsets) are applied as they come: the chunk is applied in pieces that
+        end at each state entry, so a topic created by the leader exists before its first
+        batch. Every entry must continue its partition (base offset = its high watermark),
+        checked before a piece is written: ReplicationError otherwise (a diverged log:
+        truncate first). Returns the new write position."""
+        view = memoryview(data)
+        state_id = self._parts[STATE_TOPIC][0].topic_id
+        local = piece = 0
+        end = self._log.write_position
+        while local < len(view):
+            e = read_entry(view, local, position)
+            if not isinstance(e, EntryHeader):
+                raise ReplicationError(f"shipped bytes at commitlog position {position + local} are not a valid entry")
+            local += e.length
+            if e.topic_id == state_id or local == len(view):
+                end = self._apply_shipped(position + piece, view[piece:local])
+                if e.topic_id == state_id:
+                    with self._state_lock:
+                        self._view.apply_batch(self._log.view(e.batch_position, e.batch_size), e.base_offset)
+                    self._reconcile()
+                piece = local
+        return end
+
+    def _apply_shipped(self, position: int, view: memoryview) -> int:
         with self._lock:
             if self.offline is not None:
                 raise self.offline
-            view = memoryview(data)
             staged: list[tuple[Partition, int, int]] = []  # validate offsets before writing
             next_offsets: dict[int, int] = {}
             local = 0
@@ -610,6 +767,7 @@ class Store:
                 if part is None or part.topic_id != e.topic_id:
                     continue
                 batch = self._log.view(e.batch_position, e.batch_size)
+                note_epoch(part, batch, e.base_offset)
                 to_queue(part, e.base_offset, e.record_count, e.batch_position, e.batch_size, tags_of(part, batch),
                          e.max_timestamp)
                 touched.append((part.topic, part.index))
@@ -636,16 +794,27 @@ class Store:
                         q.high_watermark = hw
                         q.log_start = min(q.log_start, hw)
                         part.time_index = None
+                        part.epochs.truncate_from_end(hw)
+                    if part.hw is not None:
+                        part.hw = min(part.hw, hw)
                 self._key_index.truncate_from(position)
                 self._keys.position = min(self._keys.position, position)
+            with self._state_lock:  # the state as the remaining records say
+                self._view.reset()
+                recovery.replay_state(self._parts[STATE_TOPIC][0].queue, self._log, self._view)
+            self._reconcile()
             self.write_checkpoint(every_queue=True)
 
     # ---- reads -----------------------------------------------------------------------
     def read(self, topic: str, partition: int, offset: int, max_bytes: int) -> ReadResult:
-        q = self._partition(topic, partition).queue
-        hw, start = q.high_watermark, q.log_start
-        if offset < start or offset > hw:
-            raise OffsetOutOfRange(f"{topic}-{partition} offset {offset} outside [{start}, {hw}]")
+        """Batches from `offset` below the high watermark (never beyond it: what the replicas
+        may not have yet stays unread)."""
+        part = self._partition(topic, partition)
+        q = part.queue
+        end, start = q.high_watermark, q.log_start
+        hw = end if part.hw is None else part.hw
+        if offset < start or offset > end:  # between the high watermark and the log end: nothing yet, as Kafka
+            raise OffsetOutOfRange(f"{topic}-{partition} offset {offset} outside [{start}, {end}]")
         batches: list[memoryview] = []
         total = 0
         while offset < hw:
@@ -669,7 +838,51 @@ class Store:
         return ReadResult(batches, hw, q.log_start)
 
     def high_watermark(self, topic: str, partition: int) -> int:
+        """The offset below which records are readable: the log end on a single node; on a
+        replicated one, what the in-sync replicas hold (set_high_watermark)."""
+        part = self._partition(topic, partition)
+        return part.queue.high_watermark if part.hw is None else part.hw
+
+    def log_end_offset(self, topic: str, partition: int) -> int:
+        """The offset the next appended record gets."""
         return self._partition(topic, partition).queue.high_watermark
+
+    def set_high_watermark(self, topic: str, partition: int, offset: int | None) -> int:
+        """Replication moves the high watermark (None: follow the log end again); kept within
+        [log start, log end] and never moved back. Returns it."""
+        part = self._partition(topic, partition)
+        q = part.queue
+        with self._lock:
+            if offset is None:
+                part.hw = None
+            else:
+                offset = max(q.log_start, min(offset, q.high_watermark))
+                part.hw = offset if part.hw is None else max(part.hw, offset)
+            return q.high_watermark if part.hw is None else part.hw
+
+    # ---- leader epochs (store/epochs.py) ------------------------------------------------
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The epoch this store leads the partition in (0 for one it does not have: a topic
+        deleted while a Metadata answer was being built)."""
+        part = self._find(topic, partition)
+        return 0 if part is None else part.leader_epoch
+
+    def become_leader(self, topic: str, partition: int, epoch: int) -> None:
+        """This store appends to the partition as the leader of `epoch` from now on: the epoch
+        starts at the log end (Kafka's Partition.makeLeader)."""
+        part = self._partition(topic, partition)
+        with self._lock:
+            part.epochs.assign(epoch, part.queue.high_watermark)
+            part.leader_epoch = max(part.leader_epoch, epoch)
+
+    def end_offset_for_epoch(self, topic: str, partition: int, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (the largest epoch <= `epoch`, where it ended), (-1, -1) if
+        unknown (EpochCache.end_offset_for)."""
+        part = self._partition(topic, partition)
+        return part.epochs.end_offset_for(epoch, part.queue.high_watermark)
+
+    def epoch_entries(self, topic: str, partition: int) -> list[tuple[int, int]]:
+        return list(self._partition(topic, partition).epochs.entries)
 
     def log_start_offset(self, topic: str, partition: int) -> int:
         return self._partition(topic, partition).queue.log_start
@@ -725,6 +938,11 @@ class Store:
 
     def _any_keys_indexed(self) -> bool:
         return any(features(meta.configs)[1] for meta in list(self._registry.topics.values()))
+
+    def _key_indexed_ids(self) -> frozenset[bytes]:
+        """The topic ids whose keys are indexed: the key worker's `_keys_indexed`."""
+        return frozenset(meta.topic_id.bytes for meta in list(self._registry.topics.values())
+                         if features(meta.configs)[1])
 
     def lookup_message_id(self, msg_id: str) -> StoredRecord | None:
         decoded = msgid.decode(msg_id)
@@ -797,3 +1015,23 @@ def _first_offset_within_bytes(q: ConsumeQueue, start: int, limit: int) -> int:
 def deletes(configs: dict[str, str]) -> bool:
     """Does the topic's cleanup.policy include `delete` (the default)?"""
     return "delete" in configs.get("cleanup.policy", "delete").replace(" ", "").lower().split(",")
+
+
+def _adopt_legacy_topics(view: StateView, old: legacy.Legacy | None) -> None:
+    """Gregor 1's topics.json joins the registry before recovery derives queues, so their
+    data is derived; the records that make it durable are written once the store is open."""
+    if old is not None:
+        for meta in old.topics:
+            if meta.name not in view.registry.topics:
+                view.registry.apply(meta.name, meta)
+
+
+def _remove_stray_queues(qroot: Path, registry: TopicRegistry) -> None:
+    """Queue directories no topic owns: left by a crash between a topic's delete record and
+    the removal of its files (or before a create record was written)."""
+    if not qroot.is_dir():
+        return
+    for path in qroot.iterdir():
+        if path.name != STATE_TOPIC and path.name not in registry.topics:
+            log.info("removing %s: no topic of that name exists", path)
+            shutil.rmtree(path, ignore_errors=True)

@@ -11,7 +11,7 @@ from broker.topic_configs import LIST, TOPIC_CONFIGS, config_error
 from broker.views import view_of
 from protocol.codec import Request
 from protocol.errors import ErrorCode
-from store import OffsetOutOfRange, UnknownPartition, UnknownTopic
+from store import OffsetOutOfRange, StoreError, UnknownPartition, UnknownTopic
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 SET, DELETE, APPEND, SUBTRACT = range(4)  # IncrementalAlterConfigs operations (KIP-339)
@@ -102,6 +102,8 @@ async def _alter_topic(broker: Broker, name: str, configs, incremental: bool,
             await trio.to_thread.run_sync(broker.store.alter_topic_configs, name, new)  # rewrites topic metadata
         except UnknownTopic:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+        except StoreError as exc:  # the topic's record was refused: full disk, offline log dir
+            return ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
     return ErrorCode.NONE, None
 
 

@@ -21,7 +21,18 @@ from store import CorruptData, OffsetOutOfRange, UnknownPartition, UnknownTopic
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 ZSTD_MIN_FETCH_VERSION = 10
-LEADER_EPOCH = 0
+
+
+def epoch_error(store, topic: str, partition: int, current_leader_epoch: int) -> int:
+    """Kafka's check of the leader epoch a client last saw (KIP-320): -1 skips it; an older
+    one is FENCED_LEADER_EPOCH (refresh metadata), a newer one UNKNOWN_LEADER_EPOCH (this
+    broker has not caught up with it yet)."""
+    if current_leader_epoch < 0:
+        return ErrorCode.NONE
+    epoch = store.leader_epoch(topic, partition)
+    if current_leader_epoch == epoch:
+        return ErrorCode.NONE
+    return ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
 async def handle_fetch(broker: Broker, request: Request):
@@ -61,6 +72,11 @@ def _read_all(broker: Broker, body, version: int):
             if meta is None or not 0 <= p.partition < meta.partitions:
                 has_error = True
                 parts.append(error_partition(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, aborted=[]))
+                continue
+            fenced = epoch_error(broker.store, meta.name, p.partition, getattr(p, "current_leader_epoch", -1))
+            if fenced:
+                has_error = True
+                parts.append(error_partition(p.partition, fenced))
                 continue
             limit = min(p.partition_max_bytes, remaining)
             try:
@@ -121,8 +137,9 @@ async def handle_list_offsets(broker: Broker, request: Request):
         for p in t.partitions:
             error, timestamp, offset = _list_offset(broker, meta, name, p, version,
                                                     seen[(t.name, p.partition_index)] > 1)
+            epoch = broker.store.leader_epoch(name, p.partition_index) if error == 0 and offset >= 0 else -1
             parts.append(Part(partition_index=p.partition_index, error_code=error, timestamp=timestamp,
-                              offset=offset, leader_epoch=LEADER_EPOCH if error == 0 and offset >= 0 else -1))
+                              offset=offset, leader_epoch=epoch))
         topics.append(cls.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return cls[version](throttle_time_ms=0, topics=topics)
 
@@ -132,6 +149,9 @@ def _list_offset(broker: Broker, meta, topic: str, p, version: int, duplicate: b
         return ErrorCode.INVALID_REQUEST, -1, -1
     if meta is None or not 0 <= p.partition_index < meta.partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+    fenced = epoch_error(broker.store, topic, p.partition_index, getattr(p, "current_leader_epoch", -1))
+    if fenced:
+        return fenced, -1, -1
     store, ts = broker.store, p.timestamp
     if ts == LATEST:
         return 0, -1, store.high_watermark(topic, p.partition_index)
@@ -149,7 +169,8 @@ def _list_offset(broker: Broker, meta, topic: str, p, version: int, duplicate: b
 
 
 async def handle_offset_for_leader_epoch(broker: Broker, request: Request):
-    """Every partition has had one leader epoch, 0, since creation: its end offset is the log end."""
+    """Where the asked epoch ended, from the partition's epoch history (store/epochs.py; one
+    epoch, 0, from creation on a single node: its end is the log end)."""
     body = request.body
     version = request.header.api_version
     cls = request.spec.response
@@ -163,10 +184,10 @@ async def handle_offset_for_leader_epoch(broker: Broker, request: Request):
             if meta is None or not 0 <= p.partition < meta.partitions:
                 parts.append(EpochEndOffset(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, partition=p.partition,
                                             leader_epoch=-1, end_offset=-1))
-            elif p.leader_epoch > LEADER_EPOCH:
-                parts.append(EpochEndOffset(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1))
+            elif fenced := epoch_error(broker.store, name, p.partition, getattr(p, "current_leader_epoch", -1)):
+                parts.append(EpochEndOffset(error_code=fenced, partition=p.partition, leader_epoch=-1, end_offset=-1))
             else:
-                parts.append(EpochEndOffset(error_code=0, partition=p.partition, leader_epoch=LEADER_EPOCH,
-                                            end_offset=broker.store.high_watermark(name, p.partition)))
+                epoch, end = broker.store.end_offset_for_epoch(name, p.partition, p.leader_epoch)
+                parts.append(EpochEndOffset(error_code=0, partition=p.partition, leader_epoch=epoch, end_offset=end))
         topics.append(cls.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
     return cls[version](throttle_time_ms=0, topics=topics)

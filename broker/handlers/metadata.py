@@ -48,7 +48,8 @@ async def handle_metadata(broker: Broker, request: Request):
 def _topic(cls, broker: Broker, meta: TopicMeta):
     node = broker.node_id
     partitions = [cls.MetadataResponseTopic.MetadataResponsePartition(
-        error_code=0, partition_index=i, leader_id=node, leader_epoch=0, replica_nodes=[node], isr_nodes=[node],
+        error_code=0, partition_index=i, leader_id=node, leader_epoch=broker.store.leader_epoch(meta.name, i),
+        replica_nodes=[node], isr_nodes=[node],
         offline_replicas=[]) for i in range(meta.partitions)]
     return cls.MetadataResponseTopic(error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=False,
                                      partitions=partitions, authorized_operations=NO_AUTHORIZED_OPERATIONS)

@@ -14,7 +14,7 @@ from broker.topic_configs import BOOLEAN, GREGOR_TOPIC_CONFIGS, LONG, STRING, TO
 from broker.views import is_view_config, view_config_error, view_of, views_of
 from protocol.codec import Request
 from protocol.errors import ErrorCode
-from store import QueueFilesUnavailable, StorageFull, TopicExists, UnknownTopic
+from store import StoreError, TopicExists, UnknownTopic
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 GREGOR_ONLY = {name for name, _, _ in GREGOR_TOPIC_CONFIGS}
@@ -62,7 +62,7 @@ async def handle_create_topics(broker: Broker, request: Request):
                     topic_id = meta.topic_id
                 except TopicExists:
                     error, message = ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
-                except (QueueFilesUnavailable, StorageFull) as exc:  # out of open files or space
+                except StoreError as exc:  # out of open files or space, an offline log dir
                     error, message = ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
             if error == ErrorCode.NONE:
                 configs = [cls.CreatableTopicResult.CreatableTopicConfigs(
@@ -157,6 +157,8 @@ async def handle_delete_topics(broker: Broker, request: Request):
             error, message = ErrorCode.NONE, None
         except UnknownTopic:
             error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+        except StoreError as exc:  # its tombstone was refused: full disk, offline log dir
+            error, message = ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
         results.append(cls.DeletableTopicResult(name=name, topic_id=meta.topic_id, error_code=error,
                                                 error_message=message))
     return cls[version](throttle_time_ms=0, responses=results)
@@ -188,7 +190,7 @@ async def handle_create_partitions(broker: Broker, request: Request):
                     await trio.to_thread.run_sync(broker.store.add_partitions, view, t.count)
             except UnknownTopic:  # deleted by another client meanwhile
                 error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{t.name}' does not exist."
-            except (QueueFilesUnavailable, StorageFull) as exc:
+            except StoreError as exc:  # out of open files or space, an offline log dir
                 error, message = ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
         results.append(cls.CreatePartitionsTopicResult(name=t.name, error_code=error, error_message=message))
     return cls[request.header.api_version](throttle_time_ms=0, results=results)

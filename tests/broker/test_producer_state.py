@@ -22,7 +22,7 @@ def appended(table: ProducerStateTable, header: BatchHeader, offset: int) -> Non
 
 
 def test_recorded_kafka_sequence_scenario(tmp_path):
-    table = ProducerStateTable(tmp_path / "ids")
+    table = ProducerStateTable(None)
     appended(table, batch(0), 0)
     appended(table, batch(5), 5)
     dup = table.check("t", 0, batch(0))
@@ -36,14 +36,14 @@ def test_recorded_kafka_sequence_scenario(tmp_path):
 
 
 def test_unknown_producer_accepts_any_sequence_then_must_continue(tmp_path):
-    table = ProducerStateTable(tmp_path / "ids")
+    table = ProducerStateTable(None)
     appended(table, batch(7, pid=99), 20)
     appended(table, batch(12, pid=99), 25)
     assert table.check("t", 0, batch(0, pid=99)).error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 def test_only_the_last_five_batches_are_deduplicated(tmp_path):
-    table = ProducerStateTable(tmp_path / "ids")
+    table = ProducerStateTable(None)
     for i in range(6):
         appended(table, batch(i * 5), i * 5)
     assert table.check("t", 0, batch(5)).verdict is Verdict.DUPLICATE
@@ -51,19 +51,28 @@ def test_only_the_last_five_batches_are_deduplicated(tmp_path):
 
 
 def test_sequence_wraps_at_int32_max(tmp_path):
-    table = ProducerStateTable(tmp_path / "ids")
+    table = ProducerStateTable(None)
     appended(table, replace(batch(2**31 - 5), last_offset_delta=4), 0)
     assert table.check("t", 0, batch(0)).verdict is Verdict.APPEND
 
 
 def test_non_idempotent_batches_are_never_checked(tmp_path):
-    table = ProducerStateTable(tmp_path / "ids")
+    table = ProducerStateTable(None)
     assert table.check("t", 0, batch(-1, epoch=-1, pid=-1)).verdict is Verdict.APPEND
 
 
-def test_producer_ids_stay_unique_across_restarts(tmp_path):
-    first = ProducerStateTable(tmp_path / "ids")
+def test_producer_ids_stay_unique_across_restarts_and_crashes(tmp_path):
+    """Blocks of ids are reserved by a record of the commitlog's state topic before use."""
+    from store import Store
+    from tests.store.conftest import tiny_config
+    store = Store.open(tmp_path / "data", tiny_config())
+    first = ProducerStateTable(store)
     ids = {first.allocate_producer_id() for _ in range(1500)}
-    second = ProducerStateTable(tmp_path / "ids")
+    store.close()
+    (tmp_path / "data" / "clean_shutdown").unlink()  # as if the process had died
+    store = Store.open(tmp_path / "data", tiny_config())
+    second = ProducerStateTable(store)
     later = {second.allocate_producer_id() for _ in range(10)}
+    store.close()
     assert len(ids) == 1500 and not ids & later
+    assert not (tmp_path / "data" / "producer_ids").exists()

@@ -26,8 +26,9 @@ def test_commitlog_entry_layout_is_self_describing(store_any_mode, data_dir):
     batch = build_batch([b"hello", b"world"], timestamps=[5_000, 7_000])
     result = append(store, "orders", 2, batch)
     raw = _segment_bytes(data_dir)
-    first_len = struct.unpack_from(">I", raw, 0)[0]
-    pos = first_len
+    state_len = struct.unpack_from(">I", raw, 0)[0]  # the topic's record in the state topic comes first
+    first_len = struct.unpack_from(">I", raw, state_len)[0]
+    pos = state_len + first_len
     length, crc, magic, flags, tlen = struct.unpack_from(">IIBBH", raw, pos)
     assert (magic, flags, tlen) == (entry.MAGIC_DATA, 0, len(b"orders"))
     assert length == 60 + len(batch) + len(b"orders")

@@ -130,6 +130,7 @@ def test_after_a_crash_only_what_followed_the_checkpoint_is_rederived(data_dir, 
         later += 1
     s.create_topic("c", 2, {})
     s.add_partitions("b", 3)
+    later += 2  # the two topic records of the state topic
     for p in range(3):
         append(s, "b", p, build_batch([b"b-late-%d" % p]))
         append(s, "c", p % 2, build_batch([b"c-late-%d" % p]))

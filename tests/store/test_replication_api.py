@@ -14,11 +14,13 @@ from tests.store.conftest import append, build_batch, tiny_config
 TOPICS = {"orders": (2, {"tag.header": "tag"}), "users": (1, {"key.index.enable": "true"})}
 
 
-def make(path, like: Store | None = None) -> Store:
+def make(path, follower: bool = False) -> Store:
+    """A leader with the topics, or an empty follower: it gets them, like everything else,
+    from the leader's commitlog (their records in the state topic)."""
     s = Store.open(path, tiny_config())
-    for name, (partitions, configs) in TOPICS.items():
-        topic_id = like.topic(name).topic_id if like is not None else None
-        s.create_topic(name, partitions, configs, topic_id=topic_id)
+    if not follower:
+        for name, (partitions, configs) in TOPICS.items():
+            s.create_topic(name, partitions, configs)
     return s
 
 
@@ -55,7 +57,7 @@ def same(leader: Store, follower: Store) -> None:
 
 def test_a_follower_applies_shipped_entries_byte_for_byte_across_segments(tmp_path):
     leader = make(tmp_path / "leader")
-    follower = make(tmp_path / "follower", like=leader)
+    follower = make(tmp_path / "follower", follower=True)
     fill(leader, 0, 60)  # several 8 KiB segments: the follower rolls where the leader did
     ship(leader, follower)
     same(leader, follower)
@@ -72,11 +74,11 @@ def test_a_follower_applies_shipped_entries_byte_for_byte_across_segments(tmp_pa
 
 def test_shipped_bytes_that_do_not_continue_the_log_are_refused_before_anything_is_written(tmp_path):
     leader = make(tmp_path / "leader")
-    follower = make(tmp_path / "follower", like=leader)
+    follower = make(tmp_path / "follower", follower=True)
     fill(leader, 0, 5)
-    position, data = leader.read_log(0, 1 << 20)
-    follower.append_replicated(position, data)
+    ship(leader, follower)
     end = follower.log_end_position
+    _, data = leader.read_log(0, 1 << 20)
     with pytest.raises(ReplicationError):  # the same entries again: offsets do not continue
         follower.append_replicated(end, data)
     with pytest.raises(ReplicationError):
@@ -92,14 +94,14 @@ def test_truncating_a_diverged_log_then_catching_up_gives_the_leaders_log(tmp_pa
     """An old leader wrote entries the new leader never got; it cuts back to the last common
     position and pulls the new leader's log from there."""
     old = make(tmp_path / "old")
-    new = make(tmp_path / "new", like=old)
+    new = make(tmp_path / "new", follower=True)
     fill(old, 0, 20)
     ship(old, new)
     common = new.log_end_position
     fill(old, 20, 5)  # written on the old leader only
     fill(new, 100, 8)  # the new leader's own writes
-    with pytest.raises(ReplicationError):
-        ship(new, old)
+    with pytest.raises((ReplicationError, ValueError)):  # refused by the follower, or by the leader when
+        ship(new, old)  # the follower's end is not an entry boundary of its log
     old.truncate_log(common)
     assert old.high_watermark("users", 0) == 20 and old.lookup_key("users", b"u22", 0, 2**62) == []
     ship(new, old)

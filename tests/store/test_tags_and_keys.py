@@ -61,19 +61,22 @@ def test_lookup_key_respects_time_range_and_max_hits(store):
 
 
 def test_lookup_key_checks_real_key_on_hash_collision(store, monkeypatch):
+    store._keys.use_worker = False  # the patched hash must be the one the index is built with
     monkeypatch.setattr(records, "key_hash", lambda topic, key: 42)
     _keyed(store)
     assert [h.value for h in store.lookup_key("k", b"bob", 0, 2**62)] == [b"v2"]
     assert sorted(h.value for h in store.lookup_key("k", b"alice", 0, 2**62)) == [b"v1", b"v3"]
 
 
-def test_keys_are_indexed_with_key_index_enable_only(store):
+def test_keys_are_indexed_unless_key_index_enable_is_false(store):
     store.create_topic("on", 1, {"key.index.enable": "true"})
-    store.create_topic("plain", 1, {})
-    append(store, "on", 0, build_batch([b"v"], keys=[b"alice"]))
-    append(store, "plain", 0, build_batch([b"v"], keys=[b"alice"]))
+    store.create_topic("default", 1, {})  # on by default, as RocketMQ's messageIndexEnable
+    store.create_topic("off", 1, {"key.index.enable": "false"})
+    for topic in ("on", "default", "off"):
+        append(store, topic, 0, build_batch([b"v"], keys=[b"alice"]))
     assert [h.offset for h in store.lookup_key("on", b"alice", 0, 2**62)] == [0]
-    assert store.lookup_key("plain", b"alice", 0, 2**62) == []
+    assert [h.offset for h in store.lookup_key("default", b"alice", 0, 2**62)] == [0]
+    assert store.lookup_key("off", b"alice", 0, 2**62) == []
     assert store.key_index_behind() == 0
 
 

@@ -1,0 +1,192 @@
+"""Gregor's durable state as records in the commitlog (format version 1).
+
+Owns the internal topic `__gregor_state` (one partition, a fixed topic id, never shown to
+clients) and the compacted view of it: topic metadata, committed offsets, the producer-id
+block and the producer-state snapshot are records with a key and a value, appended to the
+commitlog like any batch, so a crash recovers them and a follower receives them by the same
+path as data (RocketMQ keeps everything a broker knows in its commitlog; Kafka keeps offsets
+in `__consumer_offsets` and metadata in `__cluster_metadata`). A null value deletes its key.
+The latest value of every key is kept in memory; before retention deletes a commitlog
+segment, the store appends the live records that segment holds again (`Store._carry_state`),
+so the newest value of every key always survives and the topic stays as small as its live
+keys plus what retention has not yet reached.
+
+Record keys (bytes), big-endian:
+  b"T" + topic name (UTF-8)                          topic metadata
+  b"O" + u16 len + group + u16 len + topic + i32 p   a committed offset
+  b"P\\x01"                                          end of the reserved producer-id block
+  b"P\\x02"                                          the producer-state snapshot
+Values start with a version byte (1); see encode_topic / encode_offset and docs/storage.md.
+Never does I/O: the Store appends the batches this module encodes and feeds back what it reads.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Iterable, Iterator
+
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from store.records import decode
+from store.topics import TopicMeta
+
+STATE_TOPIC = "__gregor_state"
+STATE_TOPIC_ID = uuid.UUID("6772656f-7200-4000-8000-000000000001")  # fixed: every broker has it
+STATE_META = TopicMeta(STATE_TOPIC, 1, {"key.index.enable": "false"}, STATE_TOPIC_ID)
+VALUE_VERSION = 1
+
+TOPIC, OFFSET, PRODUCER = b"T", b"O", b"P"
+PRODUCER_IDS = b"P\x01"
+PRODUCER_SNAPSHOT = b"P\x02"
+
+_U16 = struct.Struct(">H")
+_TOPIC_HEAD = struct.Struct(">B16siH")  # version, topic id, partitions, config count
+_OFFSET_VALUE = struct.Struct(">Bqii")  # version, offset, leader epoch, metadata length (-1: null)
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+Record = tuple[bytes, bytes | None]
+
+
+class StateFormatError(ValueError):
+    """A state record this version cannot read (a newer Gregor wrote it)."""
+
+
+def _string(value: str) -> bytes:
+    data = value.encode()
+    return _U16.pack(len(data)) + data
+
+
+def _read_string(buf: bytes, pos: int) -> tuple[str, int]:
+    (n,) = _U16.unpack_from(buf, pos)
+    return buf[pos + 2:pos + 2 + n].decode(), pos + 2 + n
+
+
+# ---- topics ---------------------------------------------------------------------------
+def topic_key(name: str) -> bytes:
+    return TOPIC + name.encode()
+
+
+def encode_topic(meta: TopicMeta) -> bytes:
+    """version u8 | topic id 16 | partitions i32 | count u16 | (u16 len name, u16 len value)*"""
+    items = sorted(meta.configs.items())
+    return b"".join([_TOPIC_HEAD.pack(VALUE_VERSION, meta.topic_id.bytes, meta.partitions, len(items)),
+                     *(_string(k) + _string(v) for k, v in items)])
+
+
+def decode_topic(name: str, value: bytes) -> TopicMeta:
+    version, topic_id, partitions, count = _TOPIC_HEAD.unpack_from(value, 0)
+    if version != VALUE_VERSION:
+        raise StateFormatError(f"topic record of {name} has format {version}; this Gregor reads {VALUE_VERSION}")
+    pos, configs = _TOPIC_HEAD.size, {}
+    for _ in range(count):
+        k, pos = _read_string(value, pos)
+        configs[k], pos = _read_string(value, pos)
+    return TopicMeta(name, partitions, configs, uuid.UUID(bytes=topic_id))
+
+
+# ---- committed offsets ----------------------------------------------------------------
+def group_prefix(group: str) -> bytes:
+    return OFFSET + _string(group)
+
+
+def offset_key(group: str, topic: str, partition: int) -> bytes:
+    return group_prefix(group) + _string(topic) + _I32.pack(partition)
+
+
+def split_offset_key(key: bytes) -> tuple[str, str, int]:
+    group, pos = _read_string(key, 1)
+    topic, pos = _read_string(key, pos)
+    return group, topic, _I32.unpack_from(key, pos)[0]
+
+
+def encode_offset(offset: int, metadata: str | None, leader_epoch: int) -> bytes:
+    """version u8 | offset i64 | leader epoch i32 | metadata length i32 (-1: null) | metadata"""
+    meta = b"" if metadata is None else metadata.encode()
+    return _OFFSET_VALUE.pack(VALUE_VERSION, offset, leader_epoch, -1 if metadata is None else len(meta)) + meta
+
+
+def decode_offset(value: bytes) -> tuple[int, str | None, int]:
+    version, offset, epoch, mlen = _OFFSET_VALUE.unpack_from(value, 0)
+    if version != VALUE_VERSION:
+        raise StateFormatError(f"offset record has format {version}; this Gregor reads {VALUE_VERSION}")
+    metadata = None if mlen < 0 else value[_OFFSET_VALUE.size:_OFFSET_VALUE.size + mlen].decode()
+    return offset, metadata, epoch
+
+
+# ---- producer ids ---------------------------------------------------------------------
+def encode_i64(value: int) -> bytes:
+    return bytes([VALUE_VERSION]) + _I64.pack(value)
+
+
+def decode_i64(value: bytes) -> int:
+    if value[0] != VALUE_VERSION:
+        raise StateFormatError(f"producer-id record has format {value[0]}; this Gregor reads {VALUE_VERSION}")
+    return _I64.unpack_from(value, 1)[0]
+
+
+# ---- batches --------------------------------------------------------------------------
+def encode_batch(records: Iterable[Record], now_ms: int) -> bytes:
+    """One uncompressed RecordBatch v2 (kafka-python's builder), base offset 0, as a producer
+    would send it: the store assigns offsets, and every tool that reads batches reads it."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                        producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                        batch_size=2**31 - 1)
+    for i, (key, value) in enumerate(records):
+        builder.append(i, timestamp=now_ms, key=key, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def decode_batch(batch: bytes | bytearray | memoryview, base_offset: int) -> Iterator[tuple[int, bytes, bytes | None]]:
+    """(offset, key, value) of each record of a stored state batch."""
+    for record in decode(batch):
+        yield base_offset + record.offset, bytes(record.key), None if record.value is None else bytes(record.value)
+
+
+class StateView:
+    """The latest value of every state key, applied in commitlog order, and the typed views
+    built from it: topics into the registry, offsets into the offset store. Applied by the
+    store under its state lock (writes) or by recovery (one thread)."""
+
+    def __init__(self, registry, offsets) -> None:
+        self.registry = registry
+        self.offsets = offsets
+        self.live: dict[bytes, tuple[int, bytes]] = {}  # key -> (offset of its record, value)
+
+    def value(self, key: bytes) -> bytes | None:
+        found = self.live.get(key)
+        return None if found is None else found[1]
+
+    def apply_batch(self, batch: bytes | bytearray | memoryview, base_offset: int) -> int:
+        """Apply a stored state batch; returns how many records it held."""
+        count = 0
+        for offset, key, value in decode_batch(batch, base_offset):
+            self.apply(offset, key, value)
+            count += 1
+        return count
+
+    def reset(self) -> None:
+        """Forget everything (recovery starts over from the commitlog)."""
+        self.live.clear()
+        self.registry.topics.clear()
+        self.offsets.clear()
+
+    def apply(self, offset: int, key: bytes, value: bytes | None) -> None:
+        if value is None:
+            self.live.pop(key, None)
+        else:
+            self.live[key] = (offset, value)
+        kind = key[:1]
+        if kind == TOPIC:
+            name = key[1:].decode()
+            self.registry.apply(name, None if value is None else decode_topic(name, value))
+        elif kind == OFFSET:
+            group, topic, partition = split_offset_key(key)
+            self.offsets.apply(group, topic, partition, None if value is None else decode_offset(value))
+
+    def live_below(self, offset: int) -> list[Record]:
+        """The live records stored below `offset`, oldest first: what must be written again
+        before the commitlog bytes holding them are deleted."""
+        found = sorted((at, key, value) for key, (at, value) in self.live.items() if at < offset)
+        return [(key, value) for _, key, value in found]  # oldest first: a partial carry frees the most
