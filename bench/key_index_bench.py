@@ -1,9 +1,9 @@
 """Produce throughput with the key index on and off, same broker, same run (issue 23).
 
 Keys are indexed off the write path: a thread (store/dispatch.py, KeyDispatcher) follows the
-commitlog and indexes the keys of records of topics with `key.index.enable=true` (off by default),
-taking at most ~8% of the time while the writer is busy, so under load it falls behind and
-catches up afterwards; the broker reports how far behind it is as the Prometheus gauge
+commitlog and indexes the keys of records of topics with `key.index.enable=true` (the default),
+with the per-record walk done by the key worker, a second process under SCHED_IDLE
+(store/key_worker.py), so under load it may fall behind and catches up afterwards; the broker reports how far behind it is as the Prometheus gauge
 `gregor_key_index_behind_bytes` (admin API, GET /metrics).
 
 Each round starts one fresh Gregor (a temporary data directory, deleted afterwards; default
@@ -353,7 +353,8 @@ def markdown(results: dict) -> str:
            "1 GiB commitlog segments, async flush, the admin API on (`--admin-port 0`), on 127.0.0.1. "
            f"Machine: {meta['machine']}, Python {meta['python']}."),
           ("Keys are indexed off the write path by a thread that follows the commitlog (store/dispatch.py, "
-           "`KeyDispatcher`); while the writer is busy it takes at most ~8% of the time, so under load it falls "
+           "`KeyDispatcher`), which hands the per-record walk to the key worker, a second process under SCHED_IDLE "
+           "(store/key_worker.py), and adds what comes back with numpy; under load the index may fall "
            "behind and catches up afterwards. Two 1-partition topics on the same broker: `keys-on` created with "
            "`key.index.enable=true` and `keys-off` with `key.index.enable=false`."),
           (f"Each round one producer process (bench/loadgen.py's produce mode with `\"keys\": true`: acks=1, "
@@ -372,8 +373,9 @@ def markdown(results: dict) -> str:
            "with the lowest and highest of the rounds' own ratios."),
           (f"**Machine load (1-minute load average): {meta['loadavg_before'][0]:.2f} before the run, "
            f"{meta['loadavg_after'][0]:.2f} after, {mean_load:.2f} on average at the start of the produce runs.** "
-           "The broker (its event loop, the key dispatcher and the commitlog's allocator and prefaulter threads) "
-           "and the producer process share the 2 CPUs."), "",
+           "The broker (its event loop, the key dispatcher and the commitlog's allocator and prefaulter threads), "
+           "its key worker and the producer process share the 2 CPUs; the broker CPU row counts the broker "
+           "process only, not its key worker."), "",
           "| figure | key index on | key index off | on / off | target | verdict |",
           "|---|---:|---:|---:|---|---|",
           (f"| produce 1 KiB keyed, msg/s | {_s(spread(_values(results, 'on', 'msgs_per_s')))} | "
