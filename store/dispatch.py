@@ -45,6 +45,7 @@ IDLE_S = 0.005  # the dispatcher's nap when it has caught up (RocketMQ's reput s
 BUSY_SHARE = 0.08
 TURN_S = 0.002
 MIN_NAP_S = 0.05  # between turns: at most 20 wake-ups a second while there is work
+WORKER_NAP_S = 0.05  # between the key worker's ranges while the writer is busy
 
 
 def tags_of(part: Partition, batch) -> np.ndarray | None:
@@ -81,17 +82,20 @@ def to_queue(part: Partition, base_offset: int, record_count: int, batch_positio
 
 KeyColumns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # hashes, batch positions, store ts, deltas
 WORKER_ENTRIES = 4096  # entries per request to the key worker: the insert after it stays short
+WORKER_BYTES = 1 << 20  # ... and commitlog bytes: a range takes the worker a few ms (a batch can hold 1 MB)
 
 
 def index_entries(seg, local: int, stop: int, rolled: bool, indexed: Callable[[str, int, bytes], bool],
-                  max_entries: int = 1 << 30, deadline: float | None = None) -> tuple[int, KeyColumns]:
+                  max_entries: int = 1 << 30, deadline: float | None = None,
+                  max_bytes: int = 1 << 62) -> tuple[int, KeyColumns]:
     """Walk whole entries of commitlog segment `seg` from local offset `local` to `stop` (the
     bytes below it are completely written) and collect the keys of records of entries whose
     topic `indexed` says are key-indexed. Entries are read by their headers only (no CRC:
     below the write position they were written here, or validated by recovery or by
     append_replicated); bytes recovery marked corrupt are stepped over. `rolled`: the writer
     moved on to a later segment, so a blank marker or zeros end this one. Returns the local
-    offset reached and the keys as columns. Used by the dispatcher thread and, in its own
+    offset reached and the keys as columns. It stops after `max_entries` entries, at
+    `deadline`, or once `max_bytes` of entries are walked (whole entries). Used by the dispatcher thread and, in its own
     process, by the key worker (store/key_worker.py); `seg` needs `view`, `find`, `start`, `size`."""
     hashes: list[int] = []
     positions: list[int] = []
@@ -101,6 +105,7 @@ def index_entries(seg, local: int, stop: int, rolled: bool, indexed: Callable[[s
     unpack_prefix, unpack_header = E.PREFIX.unpack_from, E.ENTRY_HEADER.unpack_from
     key_hash = records.key_hash
     done = 0
+    budget_end = local + max_bytes
     while local < stop:
         if stop - local < E.PREFIX_SIZE:
             local = seg.size if rolled else local  # unused bytes at a full segment's end
@@ -127,7 +132,7 @@ def index_entries(seg, local: int, stop: int, rolled: bool, indexed: Callable[[s
                 deltas.append(delta)
         local += length
         done += 1
-        if done >= max_entries or (deadline is not None and time.perf_counter() >= deadline):
+        if done >= max_entries or local >= budget_end or (deadline is not None and time.perf_counter() >= deadline):
             break
     return local, (np.array(hashes, dtype=np.uint64), np.array(positions, dtype=np.int64),
                    np.array(stamps, dtype=np.int64), np.array(deltas, dtype=np.uint32))
@@ -187,6 +192,7 @@ class KeyDispatcher:
                             and self._any_indexed():
                         worker = KeyWorker.start()  # lazily: an idle broker runs no second process
                     remote = self.use_worker and worker is not None and worker.alive
+                    written = self._log.write_position
                     progressed = self.dispatch_remote(worker) if remote else self.dispatch_some(budget_s=TURN_S)
                 except StorageFull as exc:
                     now = time.monotonic()
@@ -209,7 +215,12 @@ class KeyDispatcher:
                     worker = None  # try to start it again
                 if not progressed:
                     time.sleep(IDLE_S)
-                elif not remote:  # yield most of the time (and the GIL) to the event loop, in few
+                elif remote:
+                    if self._log.write_position != written:  # the writer is busy: a range per nap, so
+                        # the worker (on the other core, or the same one's SMT sibling) takes a small
+                        # share; once the writer rests, the index catches up at full speed
+                        time.sleep(WORKER_NAP_S)
+                else:  # yield most of the time (and the GIL) to the event loop, in few
                     # long naps: each wake-up takes the GIL from the event loop, so waking often
                     # costs it latency
                     time.sleep(max(MIN_NAP_S, (time.perf_counter() - began) * (1 - BUSY_SHARE) / BUSY_SHARE))
@@ -243,7 +254,8 @@ class KeyDispatcher:
             return step
         seg, start, stop, rolled, seen = step
         ids = self._indexed_ids()
-        local, keys = worker.index(seg.path, seg.start, seg.size, start, stop, rolled, ids, WORKER_ENTRIES)
+        local, keys = worker.index(seg.path, seg.start, seg.size, start, stop, rolled, ids, WORKER_ENTRIES,
+                                   WORKER_BYTES)
         with self.lock:
             if self.position != seen or self._log.min_position > seg.start + start:
                 return True  # truncated, or retention deleted the segment meanwhile: walk again

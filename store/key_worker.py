@@ -11,7 +11,8 @@ to the key index with a few numpy calls (store/key_index.py, KeyIndex.add_many).
 files stay the broker's alone. Owns only its mappings; writes nothing.
 
 Protocol, over a socketpair with multiprocessing.connection's framing: the broker sends
-(path, inode, segment start, size, local start, local stop, rolled, topic ids, max entries);
+(path, inode, segment start, size, local start, local stop, rolled, topic ids, max entries,
+max bytes);
 the worker answers (local offset reached, hashes, positions, timestamps, deltas) as numpy
 arrays, ("error", message) for an exception, or (local start, empty arrays) when the segment
 file is gone (retention deleted it meanwhile). None ends it, as does the broker's end closing.
@@ -72,7 +73,7 @@ class KeyWorker:
         return time.monotonic() >= self._retry_at
 
     def index(self, path: Path, segment_start: int, size: int, local: int, stop: int, rolled: bool,
-              topic_ids: frozenset[bytes], max_entries: int):
+              topic_ids: frozenset[bytes], max_entries: int, max_bytes: int = 1 << 62):
         """The keys of the entries in [local, stop) of one segment: (local offset reached,
         (hashes, positions, timestamps, deltas))."""
         try:
@@ -80,7 +81,8 @@ class KeyWorker:
         except FileNotFoundError:
             return local, _empty()
         try:
-            self._conn.send((str(path), inode, segment_start, size, local, stop, rolled, topic_ids, max_entries))
+            self._conn.send((str(path), inode, segment_start, size, local, stop, rolled, topic_ids, max_entries,
+                             max_bytes))
             if not self._conn.poll(REPLY_TIMEOUT_S):
                 raise KeyWorkerError(f"no answer in {REPLY_TIMEOUT_S:.0f} s")
             reply = self._conn.recv()
@@ -157,14 +159,15 @@ def main(fd: int) -> None:
             return  # the broker is gone
         if request is None:
             return
-        path, _inode, start, size, local, stop, rolled, ids, max_entries = request
+        path, _inode, start, size, local, stop, rolled, ids, max_entries, max_bytes = request
         try:
             # mapped for this request only: a segment retention deletes must not stay allocated
             # on disk because this process still maps it (the space comes back at the last unmap)
             seg = _Segment(path, start, size)
             try:
                 reached, keys = index_entries(seg, local, stop, rolled,
-                                              lambda _t, _p, topic_id, ids=ids: topic_id in ids, max_entries)
+                                              lambda _t, _p, topic_id, ids=ids: topic_id in ids, max_entries,
+                                              max_bytes=max_bytes)
             finally:
                 seg.close()
             reply = (reached, *keys)
