@@ -188,9 +188,10 @@ class KeyDispatcher:
                 began = time.perf_counter()
                 remote = False
                 try:
-                    if self.use_worker and worker is None and self._log.write_position > self.position \
-                            and self._any_indexed():
-                        worker = KeyWorker.start()  # lazily: an idle broker runs no second process
+                    if self.use_worker and worker is None and self._any_indexed():
+                        # once a key-indexed topic exists (before its first records, so its start-up
+                        # does not compete with them); a broker without topics runs no second process
+                        worker = KeyWorker.start()
                     remote = self.use_worker and worker is not None and worker.alive
                     written = self._log.write_position
                     progressed = self.dispatch_remote(worker) if remote else self.dispatch_some(budget_s=TURN_S)
