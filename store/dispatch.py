@@ -45,7 +45,7 @@ IDLE_S = 0.005  # the dispatcher's nap when it has caught up (RocketMQ's reput s
 BUSY_SHARE = 0.08
 TURN_S = 0.002
 MIN_NAP_S = 0.05  # between turns: at most 20 wake-ups a second while there is work
-WORKER_NAP_S = 0.05  # between the key worker's ranges while the writer is busy
+WORKER_NAP_S = 0.25  # between the key worker's ranges while the writer is busy (0.05 s: e2e p99 2-2.8 ms, 0.25 s: 1.3-1.7 ms)
 
 
 def tags_of(part: Partition, batch) -> np.ndarray | None:
