@@ -36,7 +36,7 @@ from store.partition import Partition
 from store.segment_walk import resync
 
 log = logging.getLogger(__name__)
-IDLE_S = 0.005  # the dispatcher's nap when it has caught up (RocketMQ's reput sleeps 1 ms)
+IDLE_S = 0.05  # the dispatcher's nap when it has caught up: each wake-up takes the GIL from the event loop
 # Indexing keys is per-record Python work (about 3 us a record) on the GIL the event loop needs:
 # a turn works for at most TURN_S (whole entries), then the thread sleeps so that it takes at
 # most BUSY_SHARE of the time. A broker taking 300,000 records/s outruns it: the index falls
