@@ -9,9 +9,10 @@ queue, index file, ...) driven by ReputMessageService. Here:
   time index.
 * `KeyDispatcher` is the asynchronous step, off the write path: a thread that follows the
   commitlog from the position the key index covers to the write position and indexes the keys
-  of records of topics with `key.index.enable=true` (off by default: see store/partition.py's
-  features). A lookup waits a moment for it to catch up and otherwise says how far it is
-  behind.
+  of records of topics with `key.index.enable` (on by default, as RocketMQ's
+  messageIndexEnable), handing the per-record walk to the key worker process
+  (store/key_worker.py). A lookup waits a moment for it to catch up and otherwise says how far
+  it is behind.
 
 Never does network I/O; reads the commitlog only through the CommitLog it is given.
 """

@@ -11,8 +11,7 @@ to the key index with a few numpy calls (store/key_index.py, KeyIndex.add_many).
 files stay the broker's alone. Owns only its mappings; writes nothing.
 
 Protocol, over a socketpair with multiprocessing.connection's framing: the broker sends
-(path, inode, segment start, size, local start, local stop, rolled, topic ids, max entries,
-max bytes);
+(path, segment start, size, local start, local stop, rolled, topic ids, max entries, max bytes);
 the worker answers (local offset reached, hashes, positions, timestamps, deltas) as numpy
 arrays, ("error", message) for an exception, or (local start, empty arrays) when the segment
 file is gone (retention deleted it meanwhile). None ends it, as does the broker's end closing.
@@ -77,12 +76,7 @@ class KeyWorker:
         """The keys of the entries in [local, stop) of one segment: (local offset reached,
         (hashes, positions, timestamps, deltas))."""
         try:
-            inode = os.stat(path).st_ino
-        except FileNotFoundError:
-            return local, _empty()
-        try:
-            self._conn.send((str(path), inode, segment_start, size, local, stop, rolled, topic_ids, max_entries,
-                             max_bytes))
+            self._conn.send((str(path), segment_start, size, local, stop, rolled, topic_ids, max_entries, max_bytes))
             if not self._conn.poll(REPLY_TIMEOUT_S):
                 raise KeyWorkerError(f"no answer in {REPLY_TIMEOUT_S:.0f} s")
             reply = self._conn.recv()
@@ -159,7 +153,7 @@ def main(fd: int) -> None:
             return  # the broker is gone
         if request is None:
             return
-        path, _inode, start, size, local, stop, rolled, ids, max_entries, max_bytes = request
+        path, start, size, local, stop, rolled, ids, max_entries, max_bytes = request
         try:
             # mapped for this request only: a segment retention deletes must not stay allocated
             # on disk because this process still maps it (the space comes back at the last unmap)

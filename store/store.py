@@ -434,19 +434,20 @@ class Store:
         return self._registry.topics.get(name)
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str],
-                     wait: bool = True, topic_id: uuid.UUID | None = None) -> TopicMeta:
+                     wait: bool = True) -> TopicMeta:
         """Create a topic and its partitions' consume queues. The queue directories and files
         (a 1,000-partition topic: 1,000 of each, ~0.3 s here) are made outside the append lock,
         so a broker can call this from a worker thread while appends go on; the topic becomes
         visible, complete, once they are ready. With wait=False, raises AdminBusy instead of
-        waiting for another topic change (for callers on an event loop). `topic_id`: a
-        follower takes its leader's, so shipped entries find their topic."""
+        waiting for another topic change, and does not wait for the topic's record to be
+        fsynced (for callers on an event loop). A follower gets its leader's topics, ids
+        included, from the shipped state records instead (append_replicated)."""
         if not self._admin_lock.acquire(blocking=wait):
             raise AdminBusy(f"cannot create {name} now: another topic change is under way")
         try:
             self._registry.check_new(name, partitions)
             qroot = self.root / "consumequeue"
-            meta = TopicMeta(name, partitions, dict(configs), topic_id or uuid.uuid4())
+            meta = TopicMeta(name, partitions, dict(configs), uuid.uuid4())
             try:
                 shutil.rmtree(qroot / name, ignore_errors=True)  # a crash's leftovers
                 queues = self._make_queues(name, range(partitions))
@@ -480,12 +481,7 @@ class Store:
             try:
                 self._put_topic(meta)
             except BaseException:  # the record was refused (full disk, offline): the new partitions go
-                with self._lock:
-                    kept, gone = self._parts[name][:old.partitions], self._parts[name][old.partitions:]
-                    self._parts[name] = kept
-                    for part in gone:
-                        part.queue.closed = True
-                for part in gone:
+                for part in self._unlist(name, keep=old.partitions):
                     part.queue.delete()
                     shutil.rmtree(part.queue.directory, ignore_errors=True)
                 raise
@@ -509,9 +505,16 @@ class Store:
             self.write_state([(topic_key(name), None)])  # the registry forgets it
             self._drop_partitions(name)
 
-    def _unlist(self, name: str) -> list[Partition]:
+    def _unlist(self, name: str, keep: int = 0) -> list[Partition]:
+        """Unlist a topic's partitions from number `keep` on (all: the topic) and mark their
+        queues closed; returns them, for their files to go outside the append lock."""
         with self._lock:
-            doomed = self._parts.pop(name, [])
+            parts = self._parts.get(name, [])
+            doomed = parts[keep:]
+            if keep:
+                self._parts[name] = parts[:keep]
+            else:
+                self._parts.pop(name, None)
             for part in doomed:  # a read that found one before the pop checks this
                 part.queue.closed = True
         return doomed
@@ -937,7 +940,7 @@ class Store:
         return part is not None and part.key_indexed and part.topic_id == topic_id
 
     def _any_keys_indexed(self) -> bool:
-        return any(features(meta.configs)[1] for meta in list(self._registry.topics.values()))
+        return bool(self._key_indexed_ids())
 
     def _key_indexed_ids(self) -> frozenset[bytes]:
         """The topic ids whose keys are indexed: the key worker's `_keys_indexed`."""
