@@ -1,14 +1,8 @@
 """Re-encoding stored batches for views: keep only the records whose real tag matches.
 
-Offsets, timestamps and producer fields are kept as Kafka keeps them for a
-compacted topic: the batch keeps its baseOffset, lastOffsetDelta (so a
-consumer's next fetch starts after the whole original batch), baseTimestamp,
-maxTimestamp, timestamp type, producer id, epoch and base sequence; the CRC is
-recomputed. Because the batch's base offset and base timestamp stay, each kept
-record is copied byte for byte (its offset and timestamp deltas stay valid). The
-codec is kept: the kept records are compressed again with it, unless that does
-not make them smaller (then the batch goes uncompressed, as kafka-python's
-builder decides). A batch whose every record matches is returned as stored.
+The kept records are re-encoded by protocol/rebatch.py as Kafka's compaction does
+(base offset, lastOffsetDelta, timestamps and producer fields kept; codec kept when it
+still helps). A batch whose every record matches is returned as stored.
 
 `gap_batch` is an empty batch (zero records) spanning offsets with no match, as
 compaction leaves behind; it moves consumers past them. Never touches the store.
@@ -19,20 +13,12 @@ from __future__ import annotations
 from collections.abc import Collection
 
 import crc32c
-from kafka import codec
 from kafka.record.util import decode_varint
 
-from protocol.record_batch import CODEC_MASK, CONTROL_BIT, CRC_START, HEADER, HEADER_SIZE
+from protocol.rebatch import rebuilt, record_spans, records_area
+from protocol.record_batch import CONTROL_BIT, CRC_START, HEADER, HEADER_SIZE
 
-_DECOMPRESS = {1: codec.gzip_decode, 2: codec.snappy_decode, 3: codec.lz4_decode, 4: codec.zstd_decode}
-_COMPRESS = {1: codec.gzip_encode, 2: codec.snappy_encode, 3: codec.lz4_encode, 4: codec.zstd_encode}
 NO_TIMESTAMP = -1
-
-
-def _records_area(batch: memoryview, attributes: int) -> bytes:
-    body = bytes(batch[HEADER_SIZE:])  # bytes index faster than a memoryview in the record walk
-    kind = attributes & CODEC_MASK
-    return body if kind == 0 else _DECOMPRESS[kind](body)
 
 
 def record_tag(buf: bytes, pos: int, end: int, tag_header: str) -> bytes | None:
@@ -62,49 +48,24 @@ def filter_batch(batch: memoryview, candidates: Collection[int], tag_header: str
                  tags: Collection[bytes]) -> bytes | memoryview | None:
     """The batch with only the records at `candidates` (record indexes whose tag hash matched)
     whose first `tag_header` header really is one of `tags`; None when no record qualifies."""
-    (base_offset, _, _, _, _, attributes, last_delta, first_ts, max_ts, producer_id, producer_epoch,
-     base_sequence, count) = HEADER.unpack_from(batch)
+    fields = HEADER.unpack_from(batch)
+    attributes, count = fields[5], fields[12]
     if attributes & CONTROL_BIT:
         return None
     wanted = {int(i) for i in candidates if 0 <= i < count}
     if not wanted:
         return None
     last_wanted = max(wanted)
-    buf = _records_area(batch, attributes)
-    pos = 0
+    buf = records_area(batch, attributes)
     kept = []
-    for index in range(last_wanted + 1):
-        start = pos
-        # the record length varint, inlined: this loop runs for every record before the last match
-        byte = buf[pos]
-        pos += 1
-        raw, shift = byte & 0x7F, 7
-        while byte & 0x80:
-            byte = buf[pos]
-            pos += 1
-            raw |= (byte & 0x7F) << shift
-            shift += 7
-        end = pos + ((raw >> 1) ^ -(raw & 1))
-        if index in wanted and record_tag(buf, pos, end, tag_header) in tags:
+    for index, (start, body, end) in enumerate(record_spans(buf, last_wanted + 1)):
+        if index in wanted and record_tag(buf, body, end, tag_header) in tags:
             kept.append(buf[start:end])
-        pos = end
     if not kept:
         return None
     if len(kept) == count:
         return batch
-    records = b"".join(kept)
-    kind = attributes & CODEC_MASK
-    if kind:
-        compressed = _COMPRESS[kind](records)
-        if len(compressed) < len(records):
-            records = compressed
-        else:
-            attributes &= ~CODEC_MASK
-    out = bytearray(HEADER_SIZE) + records
-    HEADER.pack_into(out, 0, base_offset, len(out) - 12, 0, 2, 0, attributes, last_delta, first_ts, max_ts,
-                     producer_id, producer_epoch, base_sequence, len(kept))
-    out[17:21] = crc32c.crc32c(memoryview(out)[CRC_START:]).to_bytes(4, "big")
-    return out
+    return rebuilt(batch, kept)
 
 
 def gap_batch(first_offset: int, last_offset: int) -> bytes:
