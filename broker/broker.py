@@ -156,6 +156,10 @@ TOPIC_TO_BROKER_CONFIG = {
     "message.timestamp.type": "log.message.timestamp.type",
     "retention.ms": "log.retention.ms",
     "retention.bytes": "log.retention.bytes",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
 }
 
 

@@ -48,6 +48,12 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "log.retention.ms": (int, 604800000, "delete commitlog segments older than this (-1: never)"),
     "log.retention.bytes": (int, -1, "keep at most this many commitlog bytes (-1: unlimited)"),
     "log.retention.check.interval.ms": (int, 300000, "how often retention runs"),
+    "log.cleaner.enable": (_bool, True, "run the log cleaner for cleanup.policy=compact topics"),
+    "log.cleaner.backoff.ms": (int, 15000, "how long the log cleaner sleeps between runs"),
+    "log.cleaner.min.cleanable.ratio": (float, 0.5, "default min.cleanable.dirty.ratio of compacted topics"),
+    "log.cleaner.delete.retention.ms": (int, 86400000, "default delete.retention.ms (tombstones)"),
+    "log.cleaner.min.compaction.lag.ms": (int, 0, "default min.compaction.lag.ms"),
+    "log.cleaner.max.compaction.lag.ms": (int, 9223372036854775807, "default max.compaction.lag.ms"),
     "log.message.timestamp.type": (str, "CreateTime", "CreateTime or LogAppendTime"),
     "commitlog.segment.bytes": (int, 1 << 30, "size of each preallocated commitlog segment"),
     "consumequeue.entries.per.file": (int, 300000, "20-byte entries per consume-queue file"),
@@ -107,7 +113,7 @@ class BrokerConfig:
     def validate(self) -> None:
         positive = ("num.partitions", "message.max.bytes", "socket.request.max.bytes",
                     "commitlog.segment.bytes", "consumequeue.entries.per.file", "flush.interval.ms",
-                    "checkpoint.interval.ms")
+                    "checkpoint.interval.ms", "log.cleaner.backoff.ms")
         for name in positive:
             if self.values[name] <= 0:
                 raise ConfigError(f"{name} must be positive, got {self.values[name]}")
@@ -115,6 +121,8 @@ class BrokerConfig:
             raise ConfigError("commitlog.segment.bytes must be at least 4096")
         if self.values["message.max.bytes"] + 256 > self.values["commitlog.segment.bytes"]:
             raise ConfigError("commitlog.segment.bytes must exceed message.max.bytes")
+        if not 0 <= self.values["log.cleaner.min.cleanable.ratio"] <= 1:
+            raise ConfigError("log.cleaner.min.cleanable.ratio must be between 0 and 1")
         if self.values["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
             raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
         if not 0 <= self.port <= 65535:
@@ -137,4 +145,10 @@ class BrokerConfig:
             retention_check_interval_ms=v["log.retention.check.interval.ms"],
             node_id=v["node.id"],
             verify_on_start=v["commitlog.verify.on.start"],
+            cleaner_enable=v["log.cleaner.enable"],
+            cleaner_backoff_ms=v["log.cleaner.backoff.ms"],
+            cleaner_min_cleanable_ratio=v["log.cleaner.min.cleanable.ratio"],
+            cleaner_delete_retention_ms=v["log.cleaner.delete.retention.ms"],
+            cleaner_min_compaction_lag_ms=v["log.cleaner.min.compaction.lag.ms"],
+            cleaner_max_compaction_lag_ms=v["log.cleaner.max.compaction.lag.ms"],
         )

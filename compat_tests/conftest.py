@@ -39,7 +39,8 @@ from compat_tests.clients import (
 from tests.conftest import BrokerProcess, start_broker
 from tests.oracle.kafka_broker import KafkaBroker, KafkaUnavailable
 
-SHARED_SETTINGS = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0"}
+SHARED_SETTINGS = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0",
+                   "log.cleaner.backoff.ms": "500"}  # test_compaction.py: the cleaner runs twice a second
 GREGOR = "gregor"
 KAFKA = "apache-kafka"
 

@@ -122,7 +122,7 @@ class CommitLog:
     # ---- appending -------------------------------------------------------------------
     def append(self, batch: bytes | bytearray | memoryview, topic_id: bytes, topic: bytes,
                partition: int, base_offset: int, record_count: int, store_ts: int,
-               max_ts: int, leader_epoch: int = 0, reserved: bool = False) -> int:
+               max_ts: int, leader_epoch: int = 0, reserved: bool = False, flags: int = 0) -> int:
         """Write one entry; returns the commitlog position of its batch bytes. The batch's
         baseOffset, batchLength and partitionLeaderEpoch are set as Kafka's leader sets them.
 
@@ -150,7 +150,7 @@ class CommitLog:
         mv[b:b + n] = batch
         mv[b + n:end] = topic
         # the header, then the batch's baseOffset, batchLength and partitionLeaderEpoch
-        _pack_header(mv, at, length, 0, _MAGIC_DATA, 0, topic_length, topic_id, partition,
+        _pack_header(mv, at, length, 0, _MAGIC_DATA, flags, topic_length, topic_id, partition,
                      base_offset, record_count, store_ts, max_ts, base_offset, n - 12, leader_epoch)
         _pack_crc(mv, at + 4, _crc(mv[at + _CRC_FROM:end]))  # E.crc_of, inlined
         if buffer is not None:

@@ -273,6 +273,74 @@ class ConsumeQueue:
             return parts[0]
         return np.concatenate(parts) if parts else np.zeros(0, QUEUE_ENTRY)
 
+    def _spans(self, start: int, stop: int):
+        """(file array or None, slot, first offset, count) covering offsets [start, stop)."""
+        offset = start
+        while offset < stop:
+            index, slot = divmod(offset, self.per_file)
+            n = min(stop - offset, self.per_file - slot)
+            yield self.files.get(index), slot, offset, n
+            offset += n
+
+    def next_live(self, offset: int, stop: int) -> int:
+        """The first offset in [offset, stop) with an entry (size != 0), else stop: a compacted
+        queue's gaps are skipped with numpy, a file at a time."""
+        for arr, slot, first, n in self._spans(offset, stop):
+            if arr is not None:
+                hits = np.flatnonzero(arr["size"][slot:slot + n])
+                if len(hits):
+                    return first + int(hits[0])
+        return stop
+
+    def count_live(self, start: int, stop: int) -> int:
+        """Offsets in [start, stop) with an entry (without copying the entries)."""
+        return sum(int(np.count_nonzero(arr["size"][slot:slot + n]))
+                   for arr, slot, _, n in self._spans(start, stop) if arr is not None)
+
+    def live(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(offsets, positions, sizes) of the offsets in [start, stop) with an entry."""
+        offsets, positions, sizes = [], [], []
+        for arr, slot, first, n in self._spans(start, stop):
+            if arr is None:
+                continue
+            block = arr[slot:slot + n]
+            hits = np.flatnonzero(block["size"])
+            offsets.append(hits + first)
+            positions.append(block["pos"][hits])
+            sizes.append(block["size"][hits])
+        if not offsets:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32)
+        return np.concatenate(offsets), np.concatenate(positions), np.concatenate(sizes)
+
+    def repoint(self, offsets: np.ndarray, old_position: int, position: int, size: int,
+                tags: np.ndarray | None = None) -> int:
+        """Point the entries of `offsets` (ascending) that still point at `old_position` (-1:
+        whatever they point at) at the batch at `position` (size 0: remove them, a gap).
+        Returns how many changed. The log cleaner's step (store/compaction.py); entries are
+        changed one file at a time, each in one numpy assignment, so a reader sees an entry's
+        old or new value, never a mix (both under the GIL)."""
+        changed = 0
+        per_file = self.per_file
+        files = offsets // per_file
+        for index in np.unique(files):
+            arr = self.files.get(int(index))
+            if arr is None:
+                continue
+            pick = files == index
+            slots = offsets[pick] - int(index) * per_file
+            if old_position >= 0:
+                still = arr["pos"][slots] == old_position
+                slots = slots[still]
+            if not len(slots):
+                continue
+            block = arr[slots]
+            block["pos"] = position if size else 0
+            block["size"] = size
+            block["tag"] = 0 if tags is None or not size else (tags[pick][still] if old_position >= 0 else tags[pick])
+            arr[slots] = block
+            changed += len(slots)
+        return changed
+
     def first_offset_at_or_after(self, position: int) -> int:
         """Smallest offset in [log_start, hw) whose batch starts at or after `position`
         (positions grow with offsets); hw if none."""
@@ -295,6 +363,21 @@ class ConsumeQueue:
             if (index + 1) * self.per_file <= offset and index != self._cur_index:
                 del self.files[index]
                 (self.directory / f"{index * self.per_file:020d}").unlink(missing_ok=True)
+
+    def forget_below(self, position: int, advance: bool) -> int:
+        """Remove the entries in [log start, high watermark) that point below commitlog
+        `position` (retention deleted their segment); a compacted queue's positions are not in
+        offset order, so every entry is checked. With `advance` (a topic retention deletes
+        from, compact,delete) the log start moves to the first remaining entry, as Kafka's
+        moves to the first remaining segment; else only when none remains. Returns how many
+        went."""
+        offsets, positions, _ = self.live(self.log_start, self.high_watermark)
+        gone = offsets[positions < position]
+        changed = self.repoint(gone, -1, 0, 0) if len(gone) else 0
+        first = self.next_live(self.log_start, self.high_watermark)
+        if advance or first == self.high_watermark:
+            self.advance_log_start(first)
+        return changed
 
     def flush(self) -> None:
         for arr in list(self.files.values()):  # a copy: retention may drop a file meanwhile

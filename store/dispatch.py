@@ -81,6 +81,29 @@ def to_queue(part: Partition, base_offset: int, record_count: int, batch_positio
         part.time_index.note(base_offset, max_timestamp, base_offset + record_count)
 
 
+_SPAN = struct.Struct(">q")
+_LAST_DELTA = struct.Struct(">i")
+
+
+def relocate(part: Partition, batch, batch_position: int, batch_size: int) -> None:
+    """Derive a relocated batch (entry flag RELOCATED, written by the log cleaner,
+    store/compaction.py): the offsets of its records point at it, and the other offsets of
+    the span it keeps (baseOffset .. baseOffset + lastOffsetDelta) become gaps. Kept entries
+    change first, so a concurrent read sees each offset's old or new batch, never a gap
+    where a record lives. In recovery the batch it replaces may be gone with its segment:
+    then the span is new to the queue (the offsets before it stay gaps)."""
+    q = part.queue
+    base = _SPAN.unpack_from(batch, 0)[0]
+    stop = base + _LAST_DELTA.unpack_from(batch, 23)[0] + 1
+    kept = records.record_offsets(batch)
+    if stop > q.high_watermark:  # recovery only: the original batch's segment was deleted
+        q.reserve(q.high_watermark, stop - q.high_watermark)
+        q.high_watermark = stop
+    q.repoint(kept, -1, batch_position, batch_size, tags_of(part, batch))
+    q.repoint(np.setdiff1d(np.arange(base, stop, dtype=np.int64), kept), -1, 0, 0)
+    part.time_index = None
+
+
 KeyColumns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # hashes, batch positions, store ts, deltas
 WORKER_ENTRIES = 4096  # entries per request to the key worker: the insert after it stays short
 WORKER_BYTES = 1 << 20  # ... and commitlog bytes: a range takes the worker a few ms (a batch can hold 1 MB)

@@ -7,7 +7,7 @@ Layout, big-endian (see docs/storage.md):
   0  u32  entry_length      whole entry, this field included
   4  u32  crc               CRC-32C of bytes [8, entry_length)
   8  u8   magic             0xC1 data entry v1 | 0xB1 end-of-segment blank
-  9  u8   flags             reserved, 0
+  9  u8   flags             bit 0: a relocated batch (the log cleaner's copy, RELOCATED); others 0
   10 u16  topic_length      bytes of the UTF-8 topic name at the end of the entry
   12 16s  topic_id          the topic's UUID (incarnation): entries of a deleted topic stay dead
   28 i32  partition
@@ -30,6 +30,7 @@ import crc32c
 FORMAT_VERSION = 1
 MAGIC_DATA = 0xC1
 MAGIC_BLANK = 0xB1
+RELOCATED = 0x01  # flags: the batch keeps the offsets of an older batch it replaces (store/compaction.py)
 ENTRY_HEADER = struct.Struct(">IIBBH16siqiqq")
 HEADER_SIZE = ENTRY_HEADER.size  # 60
 PREFIX = struct.Struct(">IIBBH")
@@ -54,6 +55,7 @@ class EntryHeader:
     store_timestamp: int
     max_timestamp: int
     topic: str
+    flags: int = 0
 
     @property
     def batch_position(self) -> int:
@@ -107,4 +109,4 @@ def read_entry(view: memoryview, local: int, segment_start: int) -> EntryHeader 
     fields = ENTRY_HEADER.unpack_from(view, local)
     topic = bytes(view[local + length - topic_length:local + length]).decode()
     return EntryHeader(segment_start + local, length, fields[5], fields[6], fields[7], fields[8],
-                       fields[9], fields[10], topic)
+                       fields[9], fields[10], topic, fields[3])

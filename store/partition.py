@@ -36,14 +36,24 @@ class Partition:
     epochs: EpochCache = field(default_factory=EpochCache)
     hw: int | None = None
     internal: bool = False  # the state topic: may append into each segment's reserved end
+    # cleanup.policy: `compact` in it (the log cleaner keeps the latest record per key; the
+    # queue then has gaps and, once batches are relocated, positions out of offset order),
+    # `delete` in it (retention deletes by time and size)
+    compacted: bool = False
+    deletes: bool = True
+    cleaned_to: int = 0  # the log cleaner's point: offsets below it were cleaned (store/compaction.py)
+    tombstone_ts: int | None = None  # the oldest tombstone's batch timestamp the last clean kept
 
     @classmethod
     def of(cls, meta: TopicMeta, index: int, queue: ConsumeQueue) -> Partition:
-        return cls(meta.name, index, meta.name.encode(), meta.topic_id.bytes, queue,
+        part = cls(meta.name, index, meta.name.encode(), meta.topic_id.bytes, queue,
                    *features(meta.configs), internal=meta.name.startswith(RESERVED_PREFIX))
+        part.compacted, part.deletes = cleanup_policy(meta.configs)
+        return part
 
     def reconfigure(self, meta: TopicMeta) -> None:
         self.tag_header, self.key_indexed = features(meta.configs)
+        self.compacted, self.deletes = cleanup_policy(meta.configs)
 
 
 def features(configs: dict[str, str]) -> tuple[str | None, bool]:
@@ -51,6 +61,12 @@ def features(configs: dict[str, str]) -> tuple[str | None, bool]:
     RocketMQ's messageIndexEnable: the keys are read by the key worker process
     (store/key_worker.py), off the broker's GIL."""
     return configs.get(TAG_HEADER) or None, configs.get(KEY_INDEX_ENABLE, "true").lower() == "true"
+
+
+def cleanup_policy(configs: dict[str, str]) -> tuple[bool, bool]:
+    """(compact, delete): which of Kafka's cleanup policies the topic's cleanup.policy names."""
+    policies = configs.get("cleanup.policy", "delete").replace(" ", "").lower().split(",")
+    return "compact" in policies, "delete" in policies
 
 
 def queue_dir(root: Path, topic: str, partition: int) -> Path:

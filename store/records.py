@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 from kafka.record.default_records import DefaultRecordBatch
+
+from protocol.rebatch import record_spans, records_area
+from protocol.record_batch import HEADER
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +101,42 @@ def record_keys(batch: bytes | bytearray | memoryview) -> list[tuple[int, bytes]
             out.append((delta, bytes(buf[pos:pos + key_length])))
         pos = end
     return out
+
+
+class CleanerRecord(NamedTuple):
+    offset: int
+    key: bytes | None
+    tombstone: bool  # a null value
+    start: int  # the record, length prefix included, is area[start:end]
+    end: int
+
+
+def cleaner_records(batch: bytes | bytearray | memoryview) -> tuple[bytes, list[CleanerRecord]]:
+    """What the log cleaner needs of each record of a batch: offset, key, whether its value is
+    null, and where its bytes lie in the (decompressed) records area, which is returned too
+    (protocol/rebatch.py copies the kept spans). Reads each record only as far as its value's
+    length."""
+    fields = HEADER.unpack_from(batch)
+    base, attributes, count = fields[0], fields[5], fields[12]
+    area = records_area(batch, attributes)
+    out = []
+    for start, pos, end in record_spans(area, count):
+        pos += 1  # attributes
+        _, pos = _varint(area, pos)  # timestamp delta
+        delta, pos = _varint(area, pos)
+        key_length, pos = _varint(area, pos)
+        key = None
+        if key_length >= 0:
+            key = area[pos:pos + key_length]
+            pos += key_length
+        value_length, _ = _varint(area, pos)
+        out.append(CleanerRecord(base + delta, key, value_length < 0, start, end))
+    return area, out
+
+
+def record_offsets(batch: bytes | bytearray | memoryview) -> np.ndarray:
+    """The offsets of a batch's records (a relocated batch holds fewer than its span)."""
+    return np.fromiter((r.offset for r in cleaner_records(batch)[1]), dtype=np.int64)
 
 
 def keyed_records(batch: bytes | bytearray | memoryview) -> list[tuple[int, bytes]]:

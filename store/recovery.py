@@ -21,8 +21,8 @@ from store.checkpoint import Checkpoint, queue_key
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.consume_queue import ConsumeQueue
-from store.dispatch import note_epoch, tags_of, to_queue
-from store.entry import EntryHeader
+from store.dispatch import note_epoch, relocate, tags_of, to_queue
+from store.entry import RELOCATED, EntryHeader
 from store.epochs import EpochCache
 from store.errors import CorruptEntry
 from store.key_index import KeyIndex
@@ -192,7 +192,7 @@ def rebuild(root: Path, registry: TopicRegistry, config: StoreConfig, commitlog:
         part = partitions[(meta.name, partition)] = Partition.of(meta, partition, q)
         return part
 
-    entries = _dispatch(commitlog, commitlog.scan(), registry, partitions, index, damage, new_queue)
+    entries = _dispatch(commitlog, commitlog.scan(), registry, partitions, index, damage, new_queue, rebuild=True)
     for meta in metas(registry):
         for p in range(meta.partitions):
             bounds = ckpt.queues.get(queue_key(str(meta.topic_id), p)) if ckpt else None
@@ -247,7 +247,10 @@ def recover_from_checkpoint(root: Path, registry: TopicRegistry, config: StoreCo
     for part in partitions.values():
         q = part.queue
         q.clear_after(q.high_watermark)
-        q.advance_log_start(q.first_offset_at_or_after(commitlog.min_position))
+        if part.compacted:  # positions out of offset order: no bisection (store/compaction.py)
+            q.forget_below(commitlog.min_position, part.deletes)
+        else:
+            q.advance_log_start(q.first_offset_at_or_after(commitlog.min_position))
     damage.log()
     log.info("recovered from the checkpoint at commitlog position %d: %d later entries re-derived "
              "(%d bytes) in %.2f s", start, entries, commitlog.write_position - start, time.monotonic() - began)
@@ -257,8 +260,12 @@ def recover_from_checkpoint(root: Path, registry: TopicRegistry, config: StoreCo
 
 
 def _dispatch(commitlog: CommitLog, scan: Iterator[EntryHeader | CorruptRegion], registry: TopicRegistry,
-              partitions: Partitions, index: KeyIndex, damage: Damage, new_queue) -> int:
-    """Derive queue entries and key-index entries from scanned commitlog entries; returns how many."""
+              partitions: Partitions, index: KeyIndex, damage: Damage, new_queue, rebuild: bool = False) -> int:
+    """Derive queue entries and key-index entries from scanned commitlog entries; returns how many.
+    A relocated batch (the log cleaner's) takes over the offsets it keeps. In a `rebuild`, a
+    compacted partition's log starts at its lowest offset found, and offsets no entry holds
+    are gaps: retention deleted the segments of the batches the cleaner had dropped or
+    relocated (elsewhere missing offsets are damage)."""
     live = {meta.topic_id.bytes: meta for meta in metas(registry)}
     entries = 0
 
@@ -283,8 +290,17 @@ def _dispatch(commitlog: CommitLog, scan: Iterator[EntryHeader | CorruptRegion],
         if part is None:
             continue
         q = part.queue
+        if e.flags & RELOCATED:
+            if rebuild:
+                q.log_start = min(q.log_start, e.base_offset)
+            relocate(part, commitlog.view(e.batch_position, e.batch_size), e.batch_position, e.batch_size)
+            entries += 1
+            continue
         if e.base_offset < q.high_watermark:
             continue
+        if e.base_offset > q.high_watermark and part.compacted and rebuild:
+            q.reserve(q.high_watermark, e.base_offset - q.high_watermark)
+            q.high_watermark = e.base_offset  # a gap
         if e.base_offset > q.high_watermark:  # offsets are contiguous: the missing ones were damaged
             previous = q.entry(q.high_watermark - 1)[0] if q.high_watermark > q.log_start else -1
             _lose(part, damage, e.base_offset, last_damage if last_damage > previous else e.position)

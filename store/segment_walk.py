@@ -19,6 +19,7 @@ from store import entry as E
 from store.segment import Segment
 
 _DATA_MARK = bytes([E.MAGIC_DATA, 0])  # magic + flags of a data entry, 8 bytes into it
+_RELOCATED_MARK = bytes([E.MAGIC_DATA, E.RELOCATED])  # ... of a relocated batch (the log cleaner's)
 _BLANK_MARK = bytes([E.MAGIC_BLANK, 0, 0, 0])  # magic, flags, topic_length of a blank marker
 _BATCH_CHECK = struct.Struct(">qi4xb6xi")  # baseOffset, batchLength, magic @16, lastOffsetDelta @23
 _RECORDS_COUNT = struct.Struct(">i")  # @57
@@ -124,15 +125,12 @@ def resync(seg: Segment, local: int, stop: int) -> int | None:
                 and _valid_at(seg, local + length, stop):
             return local + length
     # search for the bytes every entry and blank marker carry 8 bytes in; each hit is checked
-    next_data = seg.find(_DATA_MARK, local + 1 + E.CRC_FROM, stop)
-    next_blank = seg.find(_BLANK_MARK, local + 1 + E.CRC_FROM, stop)
-    while next_data >= 0 or next_blank >= 0:
-        if next_blank < 0 or 0 <= next_data < next_blank:
-            candidate = next_data - E.CRC_FROM
-            next_data = seg.find(_DATA_MARK, next_data + 1, stop)
-        else:
-            candidate = next_blank - E.CRC_FROM
-            next_blank = seg.find(_BLANK_MARK, next_blank + 1, stop)
+    marks = (_DATA_MARK, _RELOCATED_MARK, _BLANK_MARK)
+    found = [seg.find(mark, local + 1 + E.CRC_FROM, stop) for mark in marks]
+    while max(found) >= 0:
+        i = min((at, i) for i, at in enumerate(found) if at >= 0)[1]
+        candidate = found[i] - E.CRC_FROM
+        found[i] = seg.find(marks[i], found[i] + 1, stop)
         if _valid_at(seg, candidate, stop):
             return candidate
     return None
@@ -145,7 +143,7 @@ def claimed_header(seg: Segment, local: int, end: int) -> E.EntryHeader | None:
     if end - local < E.HEADER_SIZE + E.MIN_BATCH:
         return None
     fields = E.ENTRY_HEADER.unpack_from(view, local)
-    length, _crc, magic, _flags, topic_length = fields[:5]
+    length, _crc, magic, flags, topic_length = fields[:5]
     if magic != E.MAGIC_DATA or length != end - local:
         return None
     batch_size = length - E.HEADER_SIZE - topic_length
@@ -154,12 +152,14 @@ def claimed_header(seg: Segment, local: int, end: int) -> E.EntryHeader | None:
     b = local + E.HEADER_SIZE
     base, batch_length, batch_magic, last_delta = _BATCH_CHECK.unpack_from(view, b)
     count = _RECORDS_COUNT.unpack_from(view, b + 57)[0]
-    if (base, batch_length + 12, batch_magic, last_delta + 1, count) != \
-            (fields[7], batch_size, 2, fields[8], fields[8]) or count <= 0 or base < 0:
+    # a relocated batch (the log cleaner's) holds fewer records than its offsets span
+    spanned = count <= last_delta + 1 if flags & E.RELOCATED else count == last_delta + 1
+    if (base, batch_length + 12, batch_magic, count) != (fields[7], batch_size, 2, fields[8]) \
+            or not spanned or count <= 0 or base < 0:
         return None
     try:
         topic = bytes(view[local + length - topic_length:local + length]).decode()
     except UnicodeDecodeError:
         return None
     return E.EntryHeader(seg.start + local, length, fields[5], fields[6], fields[7], fields[8],
-                         fields[9], fields[10], topic)
+                         fields[9], fields[10], topic, flags)

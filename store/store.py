@@ -28,10 +28,11 @@ from store import legacy, msgid, records, recovery, retention
 from store.atomic_file import fsync_dir
 from store.checkpoint import Checkpoint, mark_clean, queue_key, take_clean_mark
 from store.commitlog import CommitLog
+from store.compaction import Cleaner, CleanStats, Policy
 from store.config import StoreConfig
 from store.consume_queue import CORRUPT, ConsumeQueue
-from store.dispatch import KeyDispatcher, note_epoch, tags_of, to_queue
-from store.entry import ENTRY_AT_BATCH, ENTRY_HEADER, MAGIC_DATA, EntryHeader, crc_of, read_entry
+from store.dispatch import KeyDispatcher, note_epoch, relocate, tags_of, to_queue
+from store.entry import ENTRY_AT_BATCH, ENTRY_HEADER, MAGIC_DATA, RELOCATED, EntryHeader, crc_of, read_entry
 from store.errors import (
     AdminBusy,
     CorruptData,
@@ -48,7 +49,7 @@ from store.errors import (
 from store.flush import Flusher, FlushHandle
 from store.key_index import KeyIndex
 from store.offsets import OffsetStore
-from store.partition import Partition, features, queue_dir
+from store.partition import Partition, cleanup_policy, features, queue_dir
 from store.periodic import Periodic
 from store.records import StoredRecord
 from store.reserver import QueueReserver
@@ -132,6 +133,10 @@ class Store:
                                 lambda: self._log.write_position, self._log.flush, self._go_offline)
         self._retention = Periodic("retention", config.retention_check_interval_ms / 1000, self.enforce_retention)
         self._retention.start()
+        self.cleaner = Cleaner(self)
+        self._cleaning = Periodic("log-cleaner", config.cleaner_backoff_ms / 1000, self.clean)
+        if config.cleaner_enable:
+            self._cleaning.start()
         self._keys.start()
 
     # ---- lifecycle -------------------------------------------------------------------
@@ -243,6 +248,8 @@ class Store:
         self._closed = True
         self._checkpointer.stop()
         self._retention.stop()
+        self.cleaner.stop()
+        self._cleaning.stop()
         self._reserver.stop()
         self._keys.wait_caught_up(5.0)  # what it has not indexed by then, it indexes at the next start
         self._keys.stop()
@@ -326,16 +333,22 @@ class Store:
         records expired by their topic's own limits; returns how many segments were deleted.
         A segment goes once every topic's retention.ms allows it (the longest wins: a topic
         with retention.ms=-1 keeps the segments, as Kafka keeps that topic's data forever), or
-        by the commitlog-wide log.retention.bytes. Called by the retention thread; the unlinks
-        happen outside the append lock."""
+        by the commitlog-wide log.retention.bytes, or earlier once it holds no live record of
+        a topic with `delete` in its cleanup.policy and few live batches of compact-only
+        topics (store/compaction.py's deletable_prefix). Live state records and the live
+        batches of compact-only topics in the segments are appended again first. Called by
+        the retention thread; the unlinks happen outside the append lock."""
         now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
         segment_ms = self._segment_retention_ms()
         with self._lock:
-            count = retention.segments_to_delete(self._log.segments, self._log.active, now_ms,
-                                                 segment_ms, self.config.retention_bytes)
-            boundary = self._log.segments[count].start if count else 0
-        if count:  # live state records in those segments are appended again first
+            segments, active = self._log.segments, self._log.active
+            count = retention.segments_to_delete(segments, active, now_ms, segment_ms, self.config.retention_bytes)
+        count = max(count, self.cleaner.deletable_prefix(segments, active, self._delete_floor(),
+                                                         self.config.cleaner_min_cleanable_ratio))
+        boundary = segments[count].start if count else 0
+        if count:  # live state records and compacted batches in those segments are appended again first
             boundary = self._carry_state(boundary)
+            boundary = self.cleaner.carry(boundary)
         with self._lock:
             count = sum(1 for seg in self._log.segments if seg.end <= boundary)
             gone = self._log.detach_oldest(count) if count else []
@@ -347,7 +360,12 @@ class Store:
         if count:
             for part in parts:
                 q = part.queue
-                q.advance_log_start(q.first_offset_at_or_after(min_position))
+                if part.compacted:  # positions out of offset order (relocated batches)
+                    with self._lock:
+                        q.forget_below(min_position, part.deletes)
+                    part.time_index = None
+                else:
+                    q.advance_log_start(q.first_offset_at_or_after(min_position))
             for seg in gone:
                 seg.drop(unlink=True)
             log.info("retention deleted %d commitlog segment(s); log now starts at %d", count, min_position)
@@ -356,15 +374,30 @@ class Store:
             self.write_checkpoint()
         return count
 
+    def _delete_floor(self) -> int:
+        """The lowest commitlog position of a live record of a topic with `delete` in its
+        cleanup.policy (the state topic's are carried, compact-only topics' too)."""
+        floor = self._log.write_position
+        for part in self._all_partitions():
+            q = part.queue
+            if part.internal or not part.deletes or q.log_start >= q.high_watermark:
+                continue
+            if part.compacted:
+                _, positions, _ = q.live(q.log_start, q.high_watermark)
+                if len(positions):
+                    floor = min(floor, int(positions.min()))
+            else:
+                floor = min(floor, q.entry(q.log_start)[0])
+        return floor
+
     def _segment_retention_ms(self) -> int:
-        """How old a commitlog segment may get: the longest retention.ms of any topic (-1:
-        forever), at least log.retention.ms. A compacted topic without `delete` in its
-        cleanup.policy is never deleted by time or size (Kafka keeps at least the latest record
-        of every key; Gregor does not compact yet), so it keeps every segment."""
+        """How old a commitlog segment may get: the longest retention.ms of any topic that
+        deletes (-1: forever), at least log.retention.ms. A compact-only topic does not count:
+        its live batches are carried forward before a segment goes."""
         limits = [self.config.retention_ms]
         for meta in self._registry.topics.values():
             if not deletes(meta.configs):
-                return -1
+                continue
             if "retention.ms" in meta.configs:
                 limits.append(int(meta.configs["retention.ms"]))
         return -1 if min(limits) < 0 else max(limits)
@@ -407,6 +440,45 @@ class Store:
         index = self._time_index(part)
         i = bisect.bisect_left(index.maxes, oldest_kept_ms)
         return index.offsets[i] if i < len(index.offsets) else part.queue.high_watermark
+
+    # ---- log compaction (store/compaction.py) ----------------------------------------------
+    def clean(self, now_ms: int | None = None, force: bool = False) -> CleanStats:
+        """One run of the log cleaner over the compacted partitions that are due (every one
+        with `force`). Called by the cleaner thread every log.cleaner.backoff.ms."""
+        now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        return self.cleaner.run(now_ms, force)
+
+    def _compacted_partitions(self) -> list[tuple[Partition, Policy]]:
+        out = []
+        for name, meta in list(self._registry.topics.items()):
+            parts = self._parts.get(name)
+            if parts and parts[0].compacted:
+                policy = Policy.of(meta.configs, self.config)
+                out.extend((part, policy) for part in parts)
+        return out
+
+    def _append_relocated(self, part: Partition, batch: bytearray) -> tuple[int, int]:
+        """Append a batch the cleaner re-encoded or carries, keeping its offsets (entry flag
+        RELOCATED); returns its (position, size). Its queue entries are the caller's to move,
+        once the bytes are durable. Raises a StoreError (StorageFull, offline, topic gone)."""
+        header = parse_header(batch)
+        with self._lock:
+            if self.offline is not None:
+                raise self.offline
+            if part.queue.closed:
+                raise self._missing(part.topic, part.index)
+            now = max(_time_ns() // 1_000_000, self._last_ts)
+            self._last_ts = now
+            try:
+                pos = self._log.append(batch, part.topic_id, part.topic_bytes, part.index, header.base_offset,
+                                       header.record_count, now, header.max_timestamp,
+                                       header.partition_leader_epoch, False, RELOCATED)
+            except StorageFull as exc:
+                self._warn_full(exc)
+                raise
+            except OSError as exc:
+                raise self._write_failed(exc) from exc
+        return pos, len(batch)
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         """Kafka's DeleteRecords: move the partition's log start up to `offset` (-1: the high
@@ -748,7 +820,7 @@ class Store:
                 if not isinstance(e, EntryHeader):
                     raise ReplicationError(f"shipped bytes at commitlog position {position + local} are not a valid entry")
                 part = self._find(e.topic, e.partition)
-                if part is not None and part.topic_id == e.topic_id:
+                if part is not None and part.topic_id == e.topic_id and not e.flags & RELOCATED:
                     expected = next_offsets.get(id(part), part.queue.high_watermark)
                     if e.base_offset != expected:
                         raise ReplicationError(f"{e.topic}-{e.partition}: shipped offset {e.base_offset}, this log "
@@ -770,6 +842,9 @@ class Store:
                 if part is None or part.topic_id != e.topic_id:
                     continue
                 batch = self._log.view(e.batch_position, e.batch_size)
+                if e.flags & RELOCATED:  # the leader's cleaner moved these offsets' records
+                    relocate(part, batch, e.batch_position, e.batch_size)
+                    continue
                 note_epoch(part, batch, e.base_offset)
                 to_queue(part, e.base_offset, e.record_count, e.batch_position, e.batch_size, tags_of(part, batch),
                          e.max_timestamp)
@@ -820,8 +895,12 @@ class Store:
             raise OffsetOutOfRange(f"{topic}-{partition} offset {offset} outside [{start}, {end}]")
         batches: list[memoryview] = []
         total = 0
+        compacted = part.compacted
         while offset < hw:
             pos, size = q.entry(offset)
+            if size == 0 and compacted:  # a gap the log cleaner left: the next record follows
+                offset = q.next_live(offset, hw)
+                continue
             if size == CORRUPT:
                 if batches:
                     break  # the next read answers the error
@@ -924,11 +1003,17 @@ class Store:
         for pos, delta in self._key_index.candidates(records.key_hash(topic, key), begin_ms, end_ms):
             rec = self._record_at(pos, delta)
             if rec is not None and rec.key == key and rec.topic == topic and \
-                    self._entry_topic_id(pos) == meta.topic_id.bytes:
+                    self._entry_topic_id(pos) == meta.topic_id.bytes and self._is_live(rec, pos):
                 hits.append(rec)
                 if len(hits) >= max_hits:
                     break
         return hits
+
+    def _is_live(self, rec: StoredRecord, batch_position: int) -> bool:
+        """Does the record's queue entry point at this copy of it? Not when the log cleaner
+        removed it (superseded) or moved it (the key index holds both copies)."""
+        part = self._find(rec.topic, rec.partition)
+        return part is not None and part.queue.entry(rec.offset)[0] == batch_position
 
     def key_index_behind(self) -> int:
         """Commitlog bytes written but not yet key-indexed (0 when caught up)."""
@@ -1017,7 +1102,7 @@ def _first_offset_within_bytes(q: ConsumeQueue, start: int, limit: int) -> int:
 
 def deletes(configs: dict[str, str]) -> bool:
     """Does the topic's cleanup.policy include `delete` (the default)?"""
-    return "delete" in configs.get("cleanup.policy", "delete").replace(" ", "").lower().split(",")
+    return cleanup_policy(configs)[1]
 
 
 def _adopt_legacy_topics(view: StateView, old: legacy.Legacy | None) -> None:

@@ -19,6 +19,7 @@ from store.records import decode
 
 _MAX_TS = struct.Struct(">q")
 _LAST_DELTA = struct.Struct(">i")
+_BASE = struct.Struct(">q")
 NO_MATCH = (-1, -1)
 
 
@@ -42,12 +43,16 @@ class TimeIndex:
         """Index the batches of offsets [covered, stop)."""
         offset = self.covered
         while offset < stop:
+            offset = queue.next_live(offset, stop)  # a compacted queue's gaps
+            if offset >= stop:
+                break
             pos, size = queue.entry(offset)
             view = log.view(pos, size) if size > 0 else None  # < 0: corrupt, not indexed
             if view is None:
                 offset += 1
                 continue
-            last = offset + _LAST_DELTA.unpack_from(view, 23)[0] + 1
+            # a batch the log cleaner re-encoded starts before `offset` (its first records went)
+            last = max(offset + 1, _BASE.unpack_from(view, 0)[0] + _LAST_DELTA.unpack_from(view, 23)[0] + 1)
             self.note(offset, _MAX_TS.unpack_from(view, MAX_TIMESTAMP_OFFSET)[0], last)
             offset = last
         self.covered = max(self.covered, stop)
@@ -64,12 +69,13 @@ def offset_for_timestamp(index: TimeIndex, queue: ConsumeQueue, log: CommitLog,
     if view is None:
         return NO_MATCH
     header = parse_header(view)
+    whole = header.base_offset == base  # else a batch the log cleaner re-encoded: skip to `base`
     if header.is_log_append_time:
         return base, header.max_timestamp
-    if header.base_timestamp >= ts:
+    if whole and header.base_timestamp >= ts:
         return base, header.base_timestamp
     for record in decode(view):
-        if record.timestamp >= ts:
+        if record.offset >= base and record.timestamp >= ts:
             return record.offset, record.timestamp
     return NO_MATCH
 

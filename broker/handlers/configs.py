@@ -32,8 +32,9 @@ def topic_config_problem(broker: Broker, configs: dict[str, str | None]) -> str 
             return f"Invalid value {policy} for configuration cleanup.policy: String must be one of: compact, delete"
         cap = broker.config["log.retention.bytes"]
         if "delete" not in values and cap >= 0:
-            return (f"cleanup.policy={policy} keeps every record (Gregor does not compact yet), which the broker's "
-                    f"log.retention.bytes={cap} would delete: use compact,delete, or unset log.retention.bytes")
+            return (f"cleanup.policy={policy} keeps the latest record of every key for good, which the broker's "
+                    f"log.retention.bytes={cap} (a cap on Gregor's one commitlog, shared by every topic) cannot "
+                    "promise: use compact,delete, or unset log.retention.bytes")
     if configs.get("retention.ms") is not None and int(configs["retention.ms"]) < -1:
         return f"Invalid value {configs['retention.ms']} for configuration retention.ms: Value must be at least -1"
     if configs.get("retention.bytes") is not None:
