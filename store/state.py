@@ -139,9 +139,14 @@ def encode_batch(records: Iterable[Record], now_ms: int) -> bytes:
 
 
 def decode_batch(batch: bytes | bytearray | memoryview, base_offset: int) -> Iterator[tuple[int, bytes, bytes | None]]:
-    """(offset, key, value) of each record of a stored state batch."""
-    for record in decode(batch):
-        yield base_offset + record.offset, bytes(record.key), None if record.value is None else bytes(record.value)
+    """(offset, key, value) of each record of a state batch whose first record is at
+    `base_offset` (the batch's own baseOffset field is 0 when it was just encoded, and the
+    stored offset once it is in the commitlog: only the records' deltas are used)."""
+    records = decode(batch)
+    first = records.base_offset
+    for record in records:
+        yield (base_offset + record.offset - first, bytes(record.key),
+               None if record.value is None else bytes(record.value))
 
 
 class StateView:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from store import Store
 from store.state import STATE_TOPIC
 from tests.store.conftest import append, build_batch, tiny_config
@@ -114,4 +116,30 @@ def test_on_a_full_disk_retention_still_carries_the_state_and_frees_segments(dat
     (data_dir / "checkpoint").unlink()
     s = Store.open(data_dir, tiny_config())
     assert s.offsets.fetch("g", "t", 0) == (1, "m", 0) and "t" in s.topics()
+    s.close()
+
+
+@pytest.mark.parametrize("start", ["clean", "crash"])
+def test_after_a_restart_retention_still_carries_the_state(data_dir, start):
+    """The state's record offsets read back at start must be the state queue's own: they
+    were once the stored baseOffset added twice, so after a restart retention thought every
+    state record lay above the deleted segments, carried none of them, and the next start
+    had lost its topics and offsets (found by tests/store/test_compaction.py's crash loop)."""
+    s = Store.open(data_dir, tiny_config())
+    s.create_topic("data", 1, {})
+    for i in range(30):
+        s.offsets.commit("g", "data", 0, i, None, 0)
+        append(s, "data", 0, build_batch([b"x" * 200]))
+    if start == "crash":
+        _crash(s, data_dir)
+    else:
+        s.close()
+    s = Store.open(data_dir, tiny_config(retention_ms=1))
+    q = s._parts[STATE_TOPIC][0].queue
+    assert sorted(at for at, _ in s._view.live.values()) == [0, q.high_watermark - 1]  # the topic, the offset
+    time.sleep(0.01)
+    assert s.enforce_retention() > 0
+    s.close()
+    s = Store.open(data_dir, tiny_config())
+    assert "data" in s.topics() and s.offsets.fetch("g", "data", 0) == (29, None, 0)
     s.close()
