@@ -1047,8 +1047,8 @@ class Store:
         head = self._log.view(batch_position - ENTRY_AT_BATCH, ENTRY_HEADER.size)
         if head is None or len(head) < ENTRY_HEADER.size:
             return None
-        length, head_crc, magic, _, tlen, topic_id, partition, base, count, _, _ = ENTRY_HEADER.unpack_from(head)
-        if magic != MAGIC_DATA or not 0 <= offset_delta < count:
+        length, head_crc, magic, _, tlen, topic_id, partition, base, _, _, _ = ENTRY_HEADER.unpack_from(head)
+        if magic != MAGIC_DATA or offset_delta < 0:  # a relocated batch holds fewer records than it spans
             return None
         entry = self._log.view(batch_position - ENTRY_AT_BATCH, length)
         if entry is None or len(entry) < length or crc_of(entry, 0, length) != head_crc:
