@@ -166,6 +166,19 @@ class ConsumeQueue:
         self.refill_at = at - self._low  # before `reserved`: a writer reads that one first
         self.reserved = at
 
+    def ensure(self, offset: int, count: int) -> None:
+        """Entries [offset, offset+count) below the reservation get disk blocks, their files
+        created if missing: a relocated batch (the log cleaner's) met in a rebuild may lie
+        below every offset derived so far."""
+        with self._reserve_lock:
+            if offset + count > self.reserved:
+                self._reserve(offset, count)
+            for _, slot, first, n in self._spans(offset, min(offset + count, self.reserved)):
+                index = first // self.per_file
+                if index not in self.files:
+                    self._file(index, create=True)
+                    _allocate(self.directory / f"{index * self.per_file:020d}", slot * ENTRY_SIZE, n * ENTRY_SIZE)
+
     def put(self, offset: int, count: int, position: int, size: int) -> None:
         """Point `count` entries from `offset` at one batch; tag hash 0."""
         index, slot = divmod(offset, self.per_file)

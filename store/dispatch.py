@@ -96,9 +96,8 @@ def relocate(part: Partition, batch, batch_position: int, batch_size: int) -> No
     base = _SPAN.unpack_from(batch, 0)[0]
     stop = base + _LAST_DELTA.unpack_from(batch, 23)[0] + 1
     kept = records.record_offsets(batch)
-    if stop > q.high_watermark:  # recovery only: the original batch's segment was deleted
-        q.reserve(q.high_watermark, stop - q.high_watermark)
-        q.high_watermark = stop
+    q.ensure(base, stop - base)  # recovery only: files for offsets below or beyond those derived so far
+    q.high_watermark = max(q.high_watermark, stop)  # recovery only: the original's segment was deleted
     q.repoint(kept, -1, batch_position, batch_size, tags_of(part, batch))
     q.repoint(np.setdiff1d(np.arange(base, stop, dtype=np.int64), kept), -1, 0, 0)
     part.time_index = None
