@@ -215,3 +215,37 @@ def test_sigkill_while_cleaning_and_carrying_loses_no_latest_value(tmp_path):
         finally:
             store.close()
     assert acked_end > 300 and deleted
+
+
+def test_a_million_updates_over_a_thousand_keys_shrink_to_about_a_thousand_records(data_dir):
+    """The issue's figure: 1,000,000 updates over 1,000 keys (random keys, 1,000 records a
+    batch) leave about 1,000 records after a clean, and retention then gives the disk back."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    from protocol.record_batch import parse_header
+
+    store = Store.open(data_dir, _config(segment_bytes=4 << 20, queue_entries_per_file=300_000))
+    store.create_topic("c", 1, COMPACT)
+    rng = random.Random(5)
+    latest: dict[bytes, int] = {}
+    for b in range(1000):
+        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                            producer_epoch=-1, base_sequence=-1, batch_size=2**30)
+        for i in range(1000):
+            key = b"key-%04d" % rng.randrange(1000)
+            builder.append(i, timestamp=1_000, key=key, value=b"v%07d" % (b * 1000 + i), headers=[])
+            latest[key] = b * 1000 + i
+        batch = bytes(builder.build())
+        store.append("c", 0, batch, parse_header(batch))
+    segments = len(store._log.segments)
+    stats = store.clean(force=True)
+    assert stats.records_read == 999_000  # all but the last batch
+    q = store._parts["c"][0].queue
+    live = q.count_live(0, 1_000_000)
+    assert 1_000 <= live <= 2_000, live  # the latest of each key, plus the uncleaned last batch
+    before_last = {k: o for k, o in latest.items() if o < 999_000}
+    got = {k: o for o, k, _ in _records(store)}
+    assert all(got[k] >= o for k, o in before_last.items())
+    assert store.enforce_retention() >= segments - 3  # only compacted data: old segments go
+    assert {k: o for o, k, _ in _records(store)} == got
+    store.close()
