@@ -23,7 +23,8 @@ from tests.conftest import start_broker
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("kafka_connector")]
 
-SETTINGS = {"group.initial.rebalance.delay.ms": "0", "auto.create.topics.enable": "false"}
+SETTINGS = {"group.initial.rebalance.delay.ms": "0", "auto.create.topics.enable": "false",
+            "log.cleaner.backoff.ms": "500"}  # the compacted topic's test: the cleaner runs twice a second
 
 
 @pytest.fixture(scope="module")
@@ -242,6 +243,28 @@ def test_a_view_streams_with_fail_on_data_loss_true(broker, spark, tmp_path):
     assert query.exception() is None
     expected = sorted((p, o, v.decode()) for p, o, _, v, h in read_all(broker.bootstrap, src, 2) if h == [("tag", b"coupon")])
     assert len(expected) == 30 and rows(spark.table(table)) == expected
+
+
+def test_a_compacted_topic_streams_its_latest_values_with_fail_on_data_loss_true(broker, spark, tmp_path):
+    """After the log cleaner ran, a compacted topic holds the latest value of each key at its
+    original offset and gaps elsewhere; Spark's source reads it with failOnDataLoss=true and
+    micro-batches that end inside gaps, and gets exactly what a consumer gets."""
+    topic = unique("compacted")
+    ensure_topic(broker.bootstrap, topic, 2, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
+    for round_ in range(5):  # several produce requests: all but each partition's last batch get cleaned
+        produce(broker.bootstrap, topic, [(k % 2, f"k{k}".encode(), f"v{round_}".encode(), []) for k in range(20)])
+    wait_until(lambda: len(read_all(broker.bootstrap, topic, 2)) <= 40, 60, "the cleaner compacted the topic")
+    expected = sorted((p, o, v.decode()) for p, o, _, v, _ in read_all(broker.bootstrap, topic, 2))
+    latest = {k: v for _, _, k, v, _ in read_all(broker.bootstrap, topic, 2)}
+    assert latest == {f"k{k}".encode(): b"v4" for k in range(20)}
+    table = topic.replace("-", "_")
+    query = (source(spark, broker.bootstrap, topic, failOnDataLoss="true", maxOffsetsPerTrigger="7")
+             .select("partition", "offset", F.col("value").cast("string").alias("value"))
+             .writeStream.format("memory").queryName(table)
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+    assert query.awaitTermination(300), "availableNow query over the compacted topic did not finish in 300 s"
+    assert query.exception() is None
+    assert rows(spark.table(table)) == expected and len(expected) < 100
 
 
 def test_a_broker_killed_under_a_running_stream_loses_nothing(spark, tmp_path):
