@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from broker.views import view_of
@@ -65,6 +65,16 @@ class _StateCollector(Collector):
         yield GaugeMetricFamily("gregor_key_index_behind_bytes",
                                 "Commitlog bytes written but not yet key-indexed (the key dispatcher runs behind the writer)",
                                 value=store.key_index_behind())
+        totals = store.cleaner.totals  # the log cleaner since start (store/compaction.py)
+        for name, value, text in (
+                ("records_read", totals.records_read, "Records the log cleaner read in its cleaning passes"),
+                ("records_removed", totals.records_removed, "Superseded records (and expired tombstones) removed"),
+                ("bytes_read", totals.bytes_read, "Batch bytes the log cleaner read in its cleaning passes"),
+                ("batches_relocated", totals.batches_relocated,
+                 "Batches re-encoded or carried forward as relocated commitlog entries"),
+                ("bytes_relocated", totals.bytes_relocated, "Bytes of relocated batches appended"),
+                ("seconds", totals.seconds, "Seconds the log cleaner spent cleaning, its pauses included")):
+            yield CounterMetricFamily(f"gregor_log_cleaner_{name}", text, value=value)
         yield GaugeMetricFamily("gregor_log_dir_offline",
                                 "1 once a commitlog fsync or write failed: appends are refused until restart",
                                 value=0 if store.offline is None else 1)

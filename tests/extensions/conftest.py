@@ -74,6 +74,7 @@ def admin_broker(tmp_path_factory) -> Iterator[AdminBroker]:
         proc = subprocess.Popen([sys.executable, "-m", "broker", "serve", "--data-dir", str(tmp / "data"),
                                  "--port", "0", "--admin-port", "0", "--set", "group.initial.rebalance.delay.ms=0",
                                  "--set", f"commitlog.segment.bytes={TEST_SEGMENT_BYTES}",
+                                 "--set", "log.cleaner.backoff.ms=300",
                                  "--log-level", "INFO"], cwd=ROOT, stdout=log, stderr=log)
     try:
         deadline = time.monotonic() + 30

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 
 import pytest
@@ -95,6 +96,37 @@ def test_metrics_report_requests_bytes_end_offsets_and_group_lag(admin_broker, t
     assert 'gregor_requests_total{api="Produce"}' in text
     assert "gregor_request_bytes_total" in text and "gregor_response_bytes_total" in text
     assert "gregor_flush_wait_seconds_count" in text
+
+
+def test_on_a_compacted_topic_a_key_lookup_finds_only_the_live_record(admin_broker, topic_name):
+    """The log cleaner removes superseded records and relocates the kept ones (the key index
+    then holds the original and the copy): a lookup answers the record consumers see, once, and
+    its message id resolves. /metrics shows what the cleaner did."""
+    admin = KafkaAdminClient(bootstrap_servers=admin_broker.bootstrap)
+    admin.create_topics({topic_name: {"num_partitions": 1, "replication_factor": 1,
+                                      "configs": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}}})
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=admin_broker.bootstrap, linger_ms=0)
+    for value in (b"v1", b"v2"):  # each its own batch, with another key beside it
+        producer.send(topic_name, key=b"user-9", value=value, partition=0)
+        producer.send(topic_name, key=b"other", value=value, partition=0).get(10)
+    producer.send(topic_name, key=b"user-9", value=b"v3", partition=0).get(10)
+    producer.send(topic_name, key=b"last", value=b"x", partition=0).get(10)  # the last batch is never cleaned
+    producer.close()
+    deadline = time.monotonic() + 30
+    while True:
+        hits = _query(admin_broker.admin, "--topic", topic_name, "--key", "user-9")
+        if len(hits) == 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert [(h["offset"], h["value"]) for h in hits] == [(4, "v3")]
+    (by_id,) = _query(admin_broker.admin, "--msg-id", hits[0]["msg_id"])
+    assert (by_id["offset"], by_id["value"]) == (4, "v3")
+    with urllib.request.urlopen(f"http://{admin_broker.admin}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    removed = next(float(line.split()[1]) for line in text.splitlines()
+                   if line.startswith("gregor_log_cleaner_records_removed_total "))
+    assert removed >= 3  # user-9's v1 and v2, and the first "other"
 
 
 def test_a_key_given_in_bytes_that_are_not_utf8_is_looked_up_as_those_bytes(admin_broker, topic_name):
