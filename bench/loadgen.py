@@ -62,6 +62,7 @@ def produce(spec: dict) -> dict:
     without it (the default) records have no key."""
     producer = _producer(spec, spec.get("linger_ms", 5))
     keyed = bool(spec.get("keys", False))
+    key_space = spec.get("key_space")  # keys repeat: the counter modulo this (a compacted topic's updates)
     targets = _targets(spec)
     n_targets = len(targets)
     value = b"x" * spec["size"]
@@ -76,7 +77,9 @@ def produce(spec: dict) -> dict:
     while sent < limit:
         topic, partition = targets[sent % n_targets]
         try:
-            if keyed:
+            if key_space:
+                send(topic, value, b"key-%d" % (sent % key_space), partition=partition)
+            elif keyed:
                 send(topic, value, b"%d" % sent, partition=partition)
             else:
                 send(topic, value, partition=partition)
@@ -212,16 +215,21 @@ def latency_consume(spec: dict) -> dict:
     print("ready", flush=True)
     count = spec["count"]
     samples = np.empty(count, dtype=np.int64)
+    sent_ns = np.empty(count, dtype=np.int64)  # each sample's send stamp (CLOCK_MONOTONIC, system-wide)
     got = 0
     deadline = time.perf_counter() + spec["seconds"]
     while got < count and time.perf_counter() < deadline:
         m = consumer.poll(0.05)
         if m is None or m.error() is not None:
             continue
-        samples[got] = time.monotonic_ns() - STAMP.unpack_from(m.value())[0]
+        sent_ns[got] = STAMP.unpack_from(m.value())[0]
+        samples[got] = time.monotonic_ns() - sent_ns[got]
         got += 1
     consumer.close()
-    return {"received": got, "latency_us": (samples[:got] // 1000).tolist()}
+    out = {"received": got, "latency_us": (samples[:got] // 1000).tolist()}
+    if spec.get("with_stamps"):
+        out["sent_ns"] = sent_ns[:got].tolist()
+    return out
 
 
 MODES = {"produce": produce, "consume": consume,

@@ -44,7 +44,7 @@ from protocol.record_batch import CONTROL_BIT, HEADER
 from store import records
 from store.config import StoreConfig
 from store.consume_queue import ConsumeQueue
-from store.dispatch import relocate
+from store.dispatch import relocate, tags_of
 from store.errors import StorageFull, StoreError
 from store.partition import Partition
 
@@ -263,10 +263,10 @@ class Cleaner:
         failure = self._relocate([(part, batch) for batch, _ in moves], stats)
         if failure is not None:
             raise failure  # the batches placed are in place; the cleaner point stays
-        with store._lock:
-            for position, offsets in drops:
+        for position, offsets in drops:  # one short hold of the append lock each: appends go on between
+            with store._lock:
                 q.repoint(offsets, position, 0, 0)
-            part.time_index = None
+        part.time_index = None
         part.cleaned_to = max(part.cleaned_to, clean_end)
         part.tombstone_ts = tombstone_ts
         stats.per_partition[(part.topic, part.index)] = clean_end
@@ -274,23 +274,27 @@ class Cleaner:
     def _relocate(self, moves: list[tuple[Partition, bytearray]], stats: CleanStats) -> StoreError | None:
         """Append re-encoded batches as relocated entries, make them durable with one flush,
         then let them take over their offsets. Stops at the first refusal and returns it
-        (the ones appended before it are in place; stats count them)."""
+        (the ones appended before it are in place; stats count them). The records' offsets
+        and tag hashes are read before the append lock is taken: under it, only numpy
+        assignments run, so appends wait microseconds for it."""
         store = self._store
         placed = []
         failure = None
         for part, batch in moves:
+            kept, tags = records.record_offsets(batch), tags_of(part, batch)
             try:
-                placed.append((part, *store._append_relocated(part, batch)))
+                placed.append((part, kept, tags, *store._append_relocated(part, batch)))
             except StoreError as exc:
                 failure = exc
                 break
         if placed:
             store._make_durable()  # no entry may point at bytes a crash could lose
-            with store._lock:
-                for part, position, size in placed:
-                    relocate(part, store._log.view(position, size), position, size)
+            for part, kept, tags, position, size in placed:
+                view = store._log.view(position, size)
+                with store._lock:
+                    relocate(part, view, position, size, kept, tags)
             stats.batches_relocated += len(placed)
-            stats.bytes_relocated += sum(size for _, _, size in placed)
+            stats.bytes_relocated += sum(size for *_, size in placed)
         return failure
 
     # ---- carrying (before retention deletes segments) -----------------------------------

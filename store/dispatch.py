@@ -85,20 +85,24 @@ _SPAN = struct.Struct(">q")
 _LAST_DELTA = struct.Struct(">i")
 
 
-def relocate(part: Partition, batch, batch_position: int, batch_size: int) -> None:
+def relocate(part: Partition, batch, batch_position: int, batch_size: int,
+             kept: np.ndarray | None = None, tags: np.ndarray | None = None) -> None:
     """Derive a relocated batch (entry flag RELOCATED, written by the log cleaner,
     store/compaction.py): the offsets of its records point at it, and the other offsets of
     the span it keeps (baseOffset .. baseOffset + lastOffsetDelta) become gaps. Kept entries
     change first, so a concurrent read sees each offset's old or new batch, never a gap
     where a record lives. In recovery the batch it replaces may be gone with its segment:
-    then the span is new to the queue (the offsets before it stay gaps)."""
+    then the span is new to the queue (the offsets before it stay gaps). The log cleaner
+    passes the kept offsets and tag hashes it already has (`kept`, `tags`), so the per-record
+    work stays outside the append lock it calls this under."""
     q = part.queue
     base = _SPAN.unpack_from(batch, 0)[0]
     stop = base + _LAST_DELTA.unpack_from(batch, 23)[0] + 1
-    kept = records.record_offsets(batch)
+    if kept is None:
+        kept, tags = records.record_offsets(batch), tags_of(part, batch)
     q.ensure(base, stop - base)  # recovery only: files for offsets below or beyond those derived so far
     q.high_watermark = max(q.high_watermark, stop)  # recovery only: the original's segment was deleted
-    q.repoint(kept, -1, batch_position, batch_size, tags_of(part, batch))
+    q.repoint(kept, -1, batch_position, batch_size, tags)
     q.repoint(np.setdiff1d(np.arange(base, stop, dtype=np.int64), kept), -1, 0, 0)
     part.time_index = None
 

@@ -1,0 +1,243 @@
+"""The log cleaner: how fast it compacts, and what it does to produce latency while it runs,
+Gregor and Apache Kafka 3.9 in the same run (issue 22).
+
+Each round starts one fresh broker (Gregor: a temporary data dir, default 1 GiB commitlog
+segments, async flush; Kafka: tests/oracle's single-node KRaft broker with Kafka's defaults),
+both with log.cleaner.backoff.ms=1000, everything on 127.0.0.1, and creates with confluent-kafka's
+AdminClient a 1-partition topic `compacted` (cleanup.policy=compact, min.cleanable.dirty.ratio=0.01,
+segment.bytes=16 MiB: Kafka cleans only rolled segments; Gregor accepts it and has no such
+segments, min.compaction.lag.ms=1 day so nothing is cleanable yet) and a 1-partition topic
+`probe` (cleanup.policy=delete). bench/loadgen.py's produce mode (acks=1, linger 5 ms, batch.size
+1 MB, no compression) writes N records of 1 KiB values to `compacted`, keyed `key-<i mod K>`.
+Once the broker is idle, a latency probe (loadgen's latency-produce/latency-consume, 1,000
+messages/s of 1 KiB, linger 0, acks=1) runs for PROBE_S seconds with nothing to clean: the idle
+p99. Then AlterConfigs sets min.compaction.lag.ms=0 on `compacted`, the probe runs again, and
+this process reads `compacted` from the earliest offset to its end (a confluent-kafka consumer)
+every half second until it holds at most K + 20% of N records (Kafka keeps its active segment
+uncleaned; Gregor its last batch): the cleaning time, from the alter to that read, includes up to
+one backoff and one read. Cleaner throughput = N x 1 KiB / cleaning time. The p99 while cleaning
+counts the probe messages sent between the alter and the end of cleaning. The last read's record
+count is reported (what a consumer sees after compaction).
+
+Rewrites the "Log compaction (issue 22)" section of docs/benchmarks.md.
+
+Run: .venv/bin/python bench/compaction_bench.py [--quick] [--repeat N] [--records N] [--keys K]
+                                                [--gregor-only] [--no-docs] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from broker_process import ROOT, BrokerProcess
+from docs_section import replace_section
+from figures import spread
+
+SECTION = ("<!-- compaction:start -->", "<!-- compaction:end -->")
+SETTINGS = {"log.cleaner.backoff.ms": "1000"}
+PROBE_RATE = 1000
+PROBE_S = 10.0
+VALUE = 1024
+COMPACTED = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.bytes": str(16 << 20),
+             "min.compaction.lag.ms": str(86_400_000)}
+
+
+def _client(spec: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(ROOT / "bench" / "loadgen.py"), json.dumps(spec)],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def _result(proc: subprocess.Popen, timeout: float = 300) -> dict:
+    out, _ = proc.communicate(timeout=timeout)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _create(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic("compacted", 1, 1, config=COMPACTED), NewTopic("probe", 1, 1)])
+    for f in futures.values():
+        f.result(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        topics = admin.list_topics(timeout=10).topics
+        if all(t in topics and all(p.leader >= 0 for p in topics[t].partitions.values())
+               for t in ("compacted", "probe")):
+            return
+        time.sleep(0.2)
+    raise RuntimeError("topics have no leader after 30 s")
+
+
+def _enable_cleaning(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource("topic", "compacted", incremental_configs=[
+        ConfigEntry("min.compaction.lag.ms", "0", incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([resource]).values():
+        f.result(30)
+
+
+def _count(bootstrap: str) -> int:
+    """Records a consumer reads from the earliest offset to the end offset seen first."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-count", "enable.auto.commit": False,
+                         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760})
+    tp = TopicPartition("compacted", 0, OFFSET_BEGINNING)
+    _, end = consumer.get_watermark_offsets(tp, timeout=10)
+    consumer.assign([tp])
+    count = 0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        batch = consumer.consume(10_000, 0.5)
+        if not batch:
+            if consumer.position([tp])[0].offset >= end:
+                break
+            continue
+        count += sum(1 for m in batch if m.error() is None)
+        if batch[-1].offset() >= end - 1:
+            break
+    consumer.close()
+    return count
+
+
+def _probe(bootstrap: str, seconds: float) -> tuple[subprocess.Popen, subprocess.Popen]:
+    count = int(PROBE_RATE * seconds)
+    base = {"bootstrap": bootstrap, "topics": ["probe"], "partitions_per_topic": 1, "size": VALUE, "acks": "1"}
+    consumer = _client({**base, "mode": "latency-consume", "count": count, "seconds": seconds + 60,
+                        "profile": "bench", "with_stamps": True})
+    assert consumer.stdout is not None and consumer.stdout.readline().strip() == "ready"
+    producer = _client({**base, "mode": "latency-produce", "count": count, "rate": PROBE_RATE})
+    return producer, consumer
+
+
+def _p99(latencies_us: list[int]) -> float:
+    return float(np.percentile(np.array(latencies_us), 99)) / 1000 if latencies_us else float("nan")
+
+
+def one_round(broker: str, tmp: Path, records: int, keys: int) -> dict:
+    if broker == "kafka":
+        import kafka_process
+        proc = kafka_process.KafkaProcess(tmp / "kafka", dict(SETTINGS))
+    else:
+        proc = BrokerProcess(tmp / "gregor", dict(SETTINGS))
+    proc.start()
+    try:
+        proc.wait_idle()
+        _create(proc.bootstrap)
+        produced = _result(_client({"mode": "produce", "bootstrap": proc.bootstrap, "topics": ["compacted"],
+                                    "partitions_per_topic": 1, "size": VALUE, "acks": "1", "seconds": 600,
+                                    "max_messages": records, "key_space": keys}), timeout=900)
+        assert produced["delivered"] == records, produced
+        proc.wait_idle()
+        producer, consumer = _probe(proc.bootstrap, PROBE_S)
+        _result(producer)
+        idle = _result(consumer)
+        producer, consumer = _probe(proc.bootstrap, PROBE_S * 3)
+        began_ns = time.monotonic_ns()
+        _enable_cleaning(proc.bootstrap)
+        threshold = keys + records // 5
+        count = records
+        while count > threshold and time.monotonic_ns() - began_ns < 600e9:
+            time.sleep(0.5)
+            count = _count(proc.bootstrap)
+        ended_ns = time.monotonic_ns()
+        _result(producer)
+        during = _result(consumer)
+        window = [lat for lat, sent in zip(during["latency_us"], during["sent_ns"]) if began_ns <= sent <= ended_ns]
+        seconds = (ended_ns - began_ns) / 1e9
+        return {"broker": broker, "records": records, "keys": keys, "clean_seconds": seconds,
+                "mb_per_s": records * VALUE / seconds / 1e6, "records_after": count,
+                "produce_mb_per_s": produced["mb_per_s"], "p99_idle_ms": _p99(idle["latency_us"]),
+                "p99_cleaning_ms": _p99(window), "probe_samples_cleaning": len(window),
+                "cpu_seconds": proc.cpu_seconds()}
+    finally:
+        proc.discard()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _fmt(values: list[float], digits: int = 1) -> str:
+    s = spread(values)
+    if s is None:
+        return "—"
+    return f"{s.median:.{digits}f} ({s.low:.{digits}f}–{s.high:.{digits}f})"
+
+
+def report(results: list[dict], args: argparse.Namespace) -> str:
+    brokers = [b for b in ("gregor", "kafka") if any(r["broker"] == b for r in results)]
+    lines = [
+        (f"Measured {time.strftime('%Y-%m-%d')} on {platform.machine()}, {len(results) // len(brokers)} rounds "
+        f"per broker (median, with the lowest and highest round), {args.records:,} records of 1 KiB over "
+        f"{args.keys:,} keys, `bench/compaction_bench.py{' --quick' if args.quick else ''} --repeat {args.repeat}`. "
+        "Cleaning time runs from the AlterConfigs that makes the records cleanable to the first full read "
+        "that finds at most keys + 20% of the records; it includes up to one `log.cleaner.backoff.ms` (1 s) "
+        "and one read (about half a second). The p99 is the latency of a 1,000 msg/s probe to another "
+        "topic, with nothing to clean and while cleaning."),
+        "",
+        ("| broker | cleaning s | cleaned MB/s | records a reader sees after | produce p99 idle ms | "
+        "produce p99 while cleaning ms |"),
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for b in brokers:
+        rs = [r for r in results if r["broker"] == b]
+        name = "Gregor" if b == "gregor" else "Kafka 3.9.0"
+        lines.append(f"| {name} | {_fmt([r['clean_seconds'] for r in rs])} | {_fmt([r['mb_per_s'] for r in rs])} | "
+                     f"{_fmt([r['records_after'] for r in rs], 0)} | {_fmt([r['p99_idle_ms'] for r in rs], 2)} | "
+                     f"{_fmt([r['p99_cleaning_ms'] for r in rs], 2)} |")
+    if len(brokers) == 2:
+        g = statistics.median(r["mb_per_s"] for r in results if r["broker"] == "gregor")
+        k = statistics.median(r["mb_per_s"] for r in results if r["broker"] == "kafka")
+        lines += ["", f"Cleaned MB/s, Gregor / Kafka (medians): {g / k:.2f}x."]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="65,536 records instead of 262,144")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--records", type=int, default=0)
+    parser.add_argument("--keys", type=int, default=10_000)
+    parser.add_argument("--gregor-only", action="store_true")
+    parser.add_argument("--no-docs", action="store_true")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    args.records = args.records or (65_536 if args.quick else 262_144)
+    brokers = ["gregor"]
+    if not args.gregor_only:
+        import kafka_process
+        why = kafka_process.unavailable()
+        if why:
+            print(f"Kafka unavailable ({why}): Gregor only", file=sys.stderr)
+        else:
+            brokers.append("kafka")
+    results = []
+    for run in range(args.repeat):
+        for broker in brokers if run % 2 == 0 else brokers[::-1]:
+            tmp = Path(tempfile.mkdtemp(prefix=f"gregor-compaction-{broker}-"))
+            r = one_round(broker, tmp, args.records, args.keys)
+            r["run"] = run
+            results.append(r)
+            print(json.dumps(r), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    text = report(results, args)
+    print(text)
+    if not args.no_docs:
+        replace_section(ROOT / "docs" / "benchmarks.md", *SECTION,
+                        "## Log compaction (issue 22)\n\n" + text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
