@@ -46,19 +46,27 @@ def record_tag(buf: bytes, pos: int, end: int, tag_header: str) -> bytes | None:
 
 def filter_batch(batch: memoryview, candidates: Collection[int], tag_header: str,
                  tags: Collection[bytes]) -> bytes | memoryview | None:
-    """The batch with only the records at `candidates` (record indexes whose tag hash matched)
-    whose first `tag_header` header really is one of `tags`; None when no record qualifies."""
+    """The batch with only the records at `candidates` (offset deltas whose tag hash matched)
+    whose first `tag_header` header really is one of `tags`; None when no record qualifies.
+    In a batch the log cleaner re-encoded (fewer records than its offsets span) a record's
+    place is not its offset delta, so each record's delta is read; elsewhere they are equal."""
     fields = HEADER.unpack_from(batch)
-    attributes, count = fields[5], fields[12]
+    attributes, last_delta, count = fields[5], fields[6], fields[12]
     if attributes & CONTROL_BIT:
         return None
-    wanted = {int(i) for i in candidates if 0 <= i < count}
+    wanted = {int(i) for i in candidates if 0 <= i <= last_delta}
     if not wanted:
         return None
     last_wanted = max(wanted)
     buf = records_area(batch, attributes)
     kept = []
-    for index, (start, body, end) in enumerate(record_spans(buf, last_wanted + 1)):
+    whole = count == last_delta + 1
+    for index, (start, body, end) in enumerate(record_spans(buf, last_wanted + 1 if whole else count)):
+        if not whole:
+            _, at = decode_varint(buf, body + 1)  # attributes, timestamp delta
+            index, _ = decode_varint(buf, at)
+            if index > last_wanted:
+                break
         if index in wanted and record_tag(buf, body, end, tag_header) in tags:
             kept.append(buf[start:end])
     if not kept:

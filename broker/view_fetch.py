@@ -71,7 +71,7 @@ def read_view(store: Store, view: View, tag_header: str, partition: int, offset:
         last = base + _LAST_DELTA.unpack_from(batch, 23)[0]
         scan(last + 1)
         inside = int(np.searchsorted(pending, last, side="right"))
-        candidates = (pending[:inside] - base).tolist()
+        candidates = (pending[:inside] - base).tolist()  # offset deltas
         data = filter_batch(batch, candidates, tag_header, view.tags)
         if data is not None:
             if batches and size + len(data) > max_bytes:

@@ -104,3 +104,17 @@ def test_view_tags_hash_like_the_store():
     assert _view("paid,created").tag_hashes().tolist() == sorted(
         {store_records.tag_hash(b"paid"), store_records.tag_hash(b"created")})
     assert _view().tag_hashes().dtype == np.int64
+
+
+def test_a_batch_the_log_cleaner_re_encoded_is_filtered_by_offset_delta():
+    """The log cleaner keeps a batch's offsets but drops some of its records: the view's
+    candidates are offset deltas, which there are not the records' places in the batch."""
+    from protocol.rebatch import rebuilt, record_spans, records_area
+
+    raw = tagged_batch(["paid", "other", "paid", "other", "paid"], first_value=0, timestamp=5_000)
+    area = records_area(raw, 0)
+    spans = list(record_spans(area, 5))
+    cleaned = rebuilt(raw, [area[s:e] for s, _, e in (spans[1], spans[2], spans[4])])  # offsets 1, 2, 4 kept
+    out = filter_batch(memoryview(cleaned), [2, 4], TAG, {b"paid"})
+    assert [(r.offset, r.value) for r in DefaultRecordBatch(bytes(out))] == [(2, b"v2"), (4, b"v4")]
+    assert filter_batch(memoryview(cleaned), [3], TAG, {b"paid", b"other"}) is None  # offset 3 is gone
