@@ -1,7 +1,8 @@
 """AlterConfigs, IncrementalAlterConfigs and DeleteRecords on the wire, against Gregor and a real
 Apache Kafka 3.9.0 with the same requests: error codes and messages, what DescribeConfigs and
-ListOffsets say afterwards. Where Gregor refuses a config it cannot honour (compaction, a topic
-retention above the broker-wide one), the test says so per broker."""
+ListOffsets say afterwards. Where Gregor refuses a config it cannot honour (a compact-only topic
+under a finite log.retention.bytes, a topic retention above the broker-wide one), the test says
+so per broker."""
 
 from __future__ import annotations
 
@@ -179,7 +180,7 @@ def test_delete_records_moves_the_log_start_offset(broker, client):
 
 def test_compacted_topics_and_longer_retention_are_accepted(client):
     """cleanup.policy=compact and a topic keeping data longer than the broker default (-1:
-    forever) are honoured by both (Gregor keeps a compacted topic's records: docs/operations.md)."""
+    forever) are honoured by both (Gregor's log cleaner: docs/operations.md, *Log compaction*)."""
     assert create(client, {"cleanup.policy": "compact"})[1] == NONE
     topic, _, _ = create(client)
     assert incremental(client, topic, ("cleanup.policy", SET, "compact,delete")) == (NONE, None)
