@@ -1,4 +1,4 @@
-"""FetchResponse v4-v12 body encoder that leaves the record batches where they are.
+"""FetchResponse v0-v12 body encoder that leaves the record batches where they are.
 
 kafka-python's encoder wants each partition's records as one bytes object, so a
 fetch used to copy every batch out of the commitlog's mmap (b"".join), again into
@@ -10,7 +10,8 @@ connection writes the list with one scatter-gather sendmsg, so batch bytes go fr
 the page cache to the socket with no Python-level copy.
 
 The layout is Kafka's FetchResponse.json; tests/protocol/test_fetch_response.py
-checks the joined bytes against kafka-python's encoder for every version.
+checks the joined bytes against kafka-python's encoder for every version. Versions 0-3
+carry down-converted message sets (protocol/down_convert.py), bytes rather than views.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from typing import NamedTuple
 from protocol.produce_response import _count, _string, _uvarint
 
 FLEXIBLE_FROM = 12
-MIN_VERSION, MAX_VERSION = 4, 12
+MIN_VERSION, MAX_VERSION = 0, 12
 
 Buffer = bytes | memoryview
 
 _HEAD_V7 = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
 _I32 = struct.Struct(">i")
 _PART_FIXED = struct.Struct(">ihqq")  # partition, error_code, high_watermark, last_stable_offset
+_PART_V0 = struct.Struct(">ihq")  # v0-v3: partition, error_code, high_watermark
 _I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")  # producer_id, first_offset
 
@@ -62,24 +64,29 @@ def encode_fetch_response(version: int, topics: list[tuple[str, list[PartitionRe
     tags = b"\x00" if flexible else b""
     null = b"\x00" if flexible else b"\xff\xff\xff\xff"  # a null array or records field
     out: list[Buffer] = []
-    head = bytearray(_HEAD_V7.pack(throttle_time_ms, error_code, session_id) if version >= 7
-                     else _I32.pack(throttle_time_ms))
+    if version >= 7:
+        head = bytearray(_HEAD_V7.pack(throttle_time_ms, error_code, session_id))
+    else:
+        head = bytearray(_I32.pack(throttle_time_ms) if version >= 1 else b"")
     head += _count(len(topics), flexible)
     for topic, partitions in topics:
         head += _string(topic, flexible)
         head += _count(len(partitions), flexible)
         for p in partitions:
-            head += _PART_FIXED.pack(p.partition, p.error_code, p.high_watermark, p.last_stable_offset)
-            if version >= 5:
-                head += _I64.pack(p.log_start_offset)
-            aborted = p.aborted_transactions
-            if aborted is None:
-                head += null
+            if version < 4:  # no transactions yet: no last stable offset, no aborted list
+                head += _PART_V0.pack(p.partition, p.error_code, p.high_watermark)
             else:
-                head += _count(len(aborted), flexible)
-                for producer_id, first_offset in aborted:
-                    head += _ABORTED.pack(producer_id, first_offset)
-                    head += tags
+                head += _PART_FIXED.pack(p.partition, p.error_code, p.high_watermark, p.last_stable_offset)
+                if version >= 5:
+                    head += _I64.pack(p.log_start_offset)
+                aborted = p.aborted_transactions
+                if aborted is None:
+                    head += null
+                else:
+                    head += _count(len(aborted), flexible)
+                    for producer_id, first_offset in aborted:
+                        head += _ABORTED.pack(producer_id, first_offset)
+                        head += tags
             if version >= 11:
                 head += _I32.pack(p.preferred_read_replica)
             records = p.records
