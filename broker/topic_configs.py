@@ -59,6 +59,26 @@ GREGOR_TOPIC_CONFIGS: tuple[tuple[str, str | None, int], ...] = (
 
 TOPIC_CONFIGS = {name: (default, kind) for name, default, kind in KAFKA_TOPIC_CONFIGS + GREGOR_TOPIC_CONFIGS}
 
+# Kafka 3.9's MetadataVersion names, which message.format.version must be one of (Kafka checks
+# the value and then ignores it: from 3.0 on every log is RecordBatch v2, as Gregor's is).
+_RELEASES = {"0.8.0": 0, "0.8.1": 0, "0.8.2": 0, "0.9.0": 0, "0.10.0": 2, "0.10.1": 3, "0.10.2": 1,
+             "0.11.0": 3, "1.0": 1, "1.1": 1, "2.0": 2, "2.1": 3, "2.2": 2, "2.3": 2, "2.4": 2, "2.5": 1,
+             "2.6": 1, "2.7": 3, "2.8": 2, "3.0": 2, "3.1": 1, "3.2": 1, "3.3": 4, "3.4": 1, "3.5": 3,
+             "3.6": 3, "3.7": 5, "3.8": 1, "3.9": 1}  # release: its count of IV versions (none before 0.10)
+METADATA_VERSIONS = frozenset(
+    list(_RELEASES)  # a release names its latest IV
+    + [f"{release}-IV{i}" for release, count in _RELEASES.items() for i in range(count)]
+    + ["4.0-IV0", "4.0-IV1"])  # 4.0 is not released in 3.9: only its IV names
+
+
+def _metadata_version_error(value: str) -> str | None:
+    """Kafka's MetadataVersion.fromVersionString: the first three dot-separated parts count for
+    a 0.x version, two otherwise (0.10.0.1 is 0.10.0, 3.0.1 is 3.0)."""
+    parts = value.split(".")
+    keep = 3 if value.startswith("0.") else 2
+    key = value if keep >= len(parts) else ".".join(parts[:keep])
+    return None if key in METADATA_VERSIONS else f"Version {value} is not a valid version"
+
 
 def config_error(name: str, value: str | None) -> str | None:
     """Kafka's message for a bad topic config, or None when it is acceptable."""
@@ -82,4 +102,6 @@ def config_error(name: str, value: str | None) -> str | None:
             return f"Invalid value {value} for configuration {name}: Not a number of type DOUBLE"
     elif kind == BOOLEAN and value.strip().lower() not in ("true", "false"):
         return f"Invalid value {value} for configuration {name}: Expected value to be either true or false"
+    elif name == "message.format.version" and (why := _metadata_version_error(value)):
+        return f"Invalid value {value} for configuration {name}: {why}"
     return None

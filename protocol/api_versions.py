@@ -2,8 +2,9 @@
 encode and decode them.
 
 Ranges follow docs/protocol.md and ../shared/docs/kafka-clients.md §2: they
-contain every exact version older librdkafka probes for, and Produce starts at
-0 (KAFKA-18659) although versions 0-2 are answered with UNSUPPORTED_VERSION.
+contain every exact version older librdkafka probes for. Produce starts at 0
+(KAFKA-18659) and, like Fetch from 0 and ListOffsets from 0, serves clients of
+message format v0/v1: their message sets are converted on append and on fetch.
 """
 
 from __future__ import annotations
@@ -22,22 +23,19 @@ class ApiSpec:
     max_version: int
     request: type[ApiMessage]
     response: type[ApiMessage]
-    refused_below: int = 0  # advertised but answered with UNSUPPORTED_VERSION below this
 
     def flexible(self, version: int) -> bool:
         return self.request.flexible_version_q(version)
 
 
-def _spec(request: type[ApiMessage], response: type[ApiMessage], lo: int, hi: int,
-          refused_below: int = 0) -> ApiSpec:
-    return ApiSpec(request.API_KEY, request.name.removesuffix("Request"), lo, hi, request, response,
-                   refused_below)
+def _spec(request: type[ApiMessage], response: type[ApiMessage], lo: int, hi: int) -> ApiSpec:
+    return ApiSpec(request.API_KEY, request.name.removesuffix("Request"), lo, hi, request, response)
 
 
 API_SPECS: dict[int, ApiSpec] = {s.api_key: s for s in (
-    _spec(producer.ProduceRequest, producer.ProduceResponse, 0, 11, refused_below=3),
-    _spec(consumer.FetchRequest, consumer.FetchResponse, 4, 12),
-    _spec(consumer.ListOffsetsRequest, consumer.ListOffsetsResponse, 1, 7),
+    _spec(producer.ProduceRequest, producer.ProduceResponse, 0, 11),
+    _spec(consumer.FetchRequest, consumer.FetchResponse, 0, 12),
+    _spec(consumer.ListOffsetsRequest, consumer.ListOffsetsResponse, 0, 7),
     _spec(metadata.MetadataRequest, metadata.MetadataResponse, 0, 12),
     _spec(consumer.OffsetCommitRequest, consumer.OffsetCommitResponse, 2, 9),
     _spec(consumer.OffsetFetchRequest, consumer.OffsetFetchResponse, 1, 9),

@@ -4,15 +4,20 @@ Fetch returns whole stored batches from the batch containing the fetch
 offset; KIP-74 lets the first batch of the response exceed the limits. With
 nothing to return, it waits for an append to any requested partition or for
 max_wait_ms, whichever comes first. Sessions are not kept: session_id 0.
+Fetch v0-v3 answers with the batches down-converted to message format v0/v1
+(protocol/down_convert.py); from v4 on the stored bytes go out untouched.
 """
 
 from __future__ import annotations
+
+import time
 
 import trio
 
 from broker.broker import Broker
 from broker.view_fetch import read_view
 from broker.views import TAG_HEADER, data_topic, view_of
+from protocol import down_convert
 from protocol.codec import Request
 from protocol.errors import ErrorCode
 from protocol.fetch_response import PartitionResult, encode_fetch_response, error_partition
@@ -78,6 +83,11 @@ def _read_all(broker: Broker, body, version: int):
                 has_error = True
                 parts.append(error_partition(p.partition, fenced))
                 continue
+            if version <= down_convert.LAST_VERSION and broker.topic_config(
+                    meta, "message.downconversion.enable") == "false":
+                has_error = True  # Kafka's topic switch for consumers of message format v0/v1
+                parts.append(_conversion_error(p.partition, ErrorCode.UNSUPPORTED_VERSION))
+                continue
             limit = min(p.partition_max_bytes, remaining)
             try:
                 if view is None:
@@ -102,10 +112,17 @@ def _read_all(broker: Broker, body, version: int):
                                              broker.store.log_start_offset(meta.name, p.partition)))
                 continue
             batches = result.batches
+            if version <= down_convert.LAST_VERSION:  # per-record work, for these old consumers only
+                batches = down_convert.down_convert(batches, down_convert.magic_for(version), p.fetch_offset,
+                                                    max(limit, 1))
+                if batches is None:
+                    has_error = True  # its first batch is zstd, which message format v0/v1 cannot carry
+                    parts.append(_conversion_error(p.partition, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE))
+                    continue
             if size and batches and (limit <= 0 or len(batches[0]) > limit):
                 batches = []  # KIP-74 exempts only the response's first batch from the limits
-            if version < ZSTD_MIN_FETCH_VERSION and any(b[ATTRIBUTES_OFFSET + 1] & CODEC_MASK == CODEC_ZSTD
-                                                        for b in batches):
+            if down_convert.LAST_VERSION < version < ZSTD_MIN_FETCH_VERSION and any(
+                    b[ATTRIBUTES_OFFSET + 1] & CODEC_MASK == CODEC_ZSTD for b in batches):
                 has_error = True  # a client this old cannot read zstd (Kafka answers the same)
                 parts.append(error_partition(p.partition, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE))
                 continue
@@ -117,6 +134,11 @@ def _read_all(broker: Broker, body, version: int):
             parts.append(PartitionResult(p.partition, 0, hw, hw, result.log_start_offset, None, -1, batches))
         topics.append((topic.topic, parts))
     return topics, size, has_error
+
+
+def _conversion_error(partition: int, error_code: int) -> PartitionResult:
+    """A partition Fetch v0-v3 cannot have: Kafka answers these with a null records field."""
+    return error_partition(partition, error_code)._replace(records=None)
 
 
 async def handle_list_offsets(broker: Broker, request: Request):
@@ -135,6 +157,10 @@ async def handle_list_offsets(broker: Broker, request: Request):
         meta = broker.topic(name)
         parts = []
         for p in t.partitions:
+            if version == 0:
+                error, old_style = _old_style_offsets(broker, meta, name, p)
+                parts.append(Part(partition_index=p.partition_index, error_code=error, old_style_offsets=old_style))
+                continue
             error, timestamp, offset = _list_offset(broker, meta, name, p, version,
                                                     seen[(t.name, p.partition_index)] > 1)
             epoch = broker.store.leader_epoch(name, p.partition_index) if error == 0 and offset >= 0 else -1
@@ -166,6 +192,27 @@ def _list_offset(broker: Broker, meta, topic: str, p, version: int, duplicate: b
         return ErrorCode.UNSUPPORTED_VERSION, -1, -1
     offset, found_ts = store.offset_for_timestamp(topic, p.partition_index, ts)
     return 0, found_ts, offset
+
+
+def _old_style_offsets(broker: Broker, meta, topic: str, p) -> tuple[int, list[int]]:
+    """ListOffsets v0: up to max_num_offsets segment start offsets, newest first (Kafka's
+    legacyFetchOffsetsBefore). A Gregor partition has no segments of its own, so it answers as
+    a Kafka partition with one segment, last modified at its latest record timestamp: the
+    log start, and the high watermark as the log end when it holds records (time: now)."""
+    if meta is None or not 0 <= p.partition_index < meta.partitions:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []
+    store, index = broker.store, p.partition_index
+    start, end = store.log_start_offset(topic, index), store.high_watermark(topic, index)
+    entries = [start] if end == start else [start, end]  # oldest first
+    if p.timestamp == LATEST:
+        pick = len(entries)
+    elif p.timestamp == EARLIEST:
+        pick = 1
+    elif p.timestamp >= time.time() * 1000:
+        pick = len(entries)
+    else:
+        pick = 1 if store.max_timestamp_offset(topic, index)[1] <= p.timestamp else 0
+    return ErrorCode.NONE, entries[:pick][::-1][:max(p.max_num_offsets, 0)]
 
 
 async def handle_offset_for_leader_epoch(broker: Broker, request: Request):

@@ -2,7 +2,8 @@
 
 Per partition: validate the batch header (never the records), check the
 idempotent producer's sequence, append to the store, then, in sync flush
-mode, wait for the group commit without blocking the event loop.
+mode, wait for the group commit without blocking the event loop. Produce v0-v2
+may carry a message set of magic 0 or 1: it is rebuilt as a v2 batch first.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from broker.metrics import BrokerMetrics
 from broker.producer_state import Verdict
 from protocol.codec import Request
 from protocol.errors import ErrorCode
+from protocol.legacy_append import is_legacy, to_record_batch
 from protocol.produce_response import RecordErrors, encode_produce_response
 from protocol.record_batch import CODEC_ZSTD, InvalidBatch, stamp_log_append_time, validate_produce_records
 from store import AppendResult, UnknownPartition, UnknownTopic
@@ -26,6 +28,7 @@ from store.records import decode
 
 log = logging.getLogger("gregor.produce")
 ZSTD_MIN_PRODUCE_VERSION = 7  # KIP-110: zstd needs Produce v7+ and Fetch v10+
+MAGIC_2_PRODUCE_VERSION = 3  # below, records may be a message set of magic 0 or 1 (protocol/legacy_append.py)
 
 
 async def handle_produce(broker: Broker, request: Request):
@@ -39,9 +42,7 @@ async def handle_produce(broker: Broker, request: Request):
     results: dict[tuple[str, int], tuple] = {}
     handles = []
     durable: list[tuple[str, int, int]] = []  # the appends the flush handle covers
-    if version < request.spec.refused_below:
-        results = {key: _error(ErrorCode.UNSUPPORTED_VERSION) for key in wanted}
-    elif body.acks not in (0, 1, -1):
+    if body.acks not in (0, 1, -1):
         results = {key: _error(ErrorCode.INVALID_REQUIRED_ACKS) for key in wanted}
     else:
         # Check every partition's batch first, then append all that passed with one store
@@ -125,15 +126,22 @@ def _check_one(broker: Broker, topic: str, partition: int, records: bytes | None
     if meta.configs.get("view.source"):
         return _error(ErrorCode.INVALID_REQUEST, message=f"topic {topic} is a read-only view")
     log_start = broker.store.log_start_offset(topic, partition)
+    compacted = "compact" in meta.configs.get("cleanup.policy", "")
+    max_bytes = broker.max_message_bytes(meta)
     try:
-        header = validate_produce_records(records, broker.max_message_bytes(meta))
+        if version < MAGIC_2_PRODUCE_VERSION and records is not None and is_legacy(records):
+            records = to_record_batch(records, max_bytes, meta.configs.get("compression.type", "producer"),
+                                      broker.log_append_time(meta), compacted)
+            if records is None:  # no complete message: Kafka appends nothing and answers offset -1
+                return ErrorCode.NONE, -1, -1, log_start, None
+        header = validate_produce_records(records, max_bytes)
     except InvalidBatch as exc:
         # Kafka answers a refused batch with no message and log_start_offset -1; the reason goes to the log.
         log.info("refused batch for %s-%d: %s", topic, partition, exc)
         return _error(exc.error_code, log_start if exc.record_level else -1)
-    if header.compression == CODEC_ZSTD and version < ZSTD_MIN_PRODUCE_VERSION:
-        return _error(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
-    if "compact" in meta.configs.get("cleanup.policy", ""):  # per-record work only for compacted topics
+    if header.compression == CODEC_ZSTD and MAGIC_2_PRODUCE_VERSION <= version < ZSTD_MIN_PRODUCE_VERSION:
+        return _error(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)  # Kafka checks Produce v3-v6 only
+    if compacted:  # per-record work only for compacted topics
         keyless = _keyless(records)
         if keyless is not None:
             why = f"Compacted topic cannot accept message without key in topic partition {topic}-{partition}"
