@@ -13,6 +13,8 @@ from kafka import codec
 from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
 
 T0 = 1_700_000_000_000
+RECORDS = [(b"k0", b"v0" * 40), (None, b"v1" * 40), (b"k2", None)]
+CORRUPT_MESSAGE, UNKNOWN_SERVER_ERROR, INVALID_RECORD, INVALID_TIMESTAMP = 2, -1, 87, 32
 _HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 
 
@@ -112,3 +114,35 @@ def _inflate(codec_id: int, magic: int, value: bytes) -> bytes:
     if codec_id == 2:
         return codec.snappy_decode(value)
     return codec.lz4_decode_old_kafka(value) if magic == 0 else codec.lz4_decode(value)
+
+
+def _flip_last_byte(data: bytes) -> bytes:
+    return data[:-1] + bytes([data[-1] ^ 1])
+
+
+BAD_SETS = {  # name: (records, the error code Kafka 3.9 answers)
+    "bad crc": (_flip_last_byte(message_set(1, RECORDS)), CORRUPT_MESSAGE),
+    "bad crc inside a wrapper": (wrapper(1, 1, compress(1, 1, _flip_last_byte(message_set(1, RECORDS)))),
+                                 CORRUPT_MESSAGE),
+    "size below the minimum": (b"\x00" * 8 + (10).to_bytes(4, "big") + bytes(10), CORRUPT_MESSAGE),
+    "magic 3": (message_set(1, RECORDS)[:16] + b"\x03" + message_set(1, RECORDS)[17:], CORRUPT_MESSAGE),
+    "two wrappers": (message_set(1, RECORDS, 1) * 2, INVALID_RECORD),
+    "magic 0 then magic 1": (message_set(0, RECORDS) + message_set(1, RECORDS), INVALID_RECORD),
+    "inner magic differs": (wrapper(1, 1, compress(1, 1, message_set(0, RECORDS))), INVALID_RECORD),
+    "inner set compressed": (wrapper(1, 1, compress(1, 1, message_set(1, RECORDS, 1))), INVALID_RECORD),
+    "wrapper of nothing": (wrapper(1, 1, compress(1, 1, b"")), INVALID_RECORD),
+    "wrapper with a null value": (wrapper(1, 1, None), INVALID_RECORD),
+    "wrapper offset below its last": (wrapper(1, 1, compress(1, 1, message_set(1, RECORDS, offsets=[5, 6, 7])),
+                                              offset=2), INVALID_RECORD),
+    "zstd in a v1 wrapper": (wrapper(1, 4, b"xx"), INVALID_RECORD),
+    "codec 5": (wrapper(1, 5, b"xx"), UNKNOWN_SERVER_ERROR),
+    "gzip that is not gzip": (wrapper(1, 1, b"not gzip at all"), UNKNOWN_SERVER_ERROR),
+    "v1 lz4 with the old header checksum": (wrapper(1, 3, compress(3, 0, message_set(1, RECORDS))),
+                                            UNKNOWN_SERVER_ERROR),
+    "key length past the end": (restamped(message_set(1, RECORDS[:1]), key_length=500),
+                                UNKNOWN_SERVER_ERROR),
+    "negative key length": (restamped(message_set(1, RECORDS[:1]), key_length=-5), UNKNOWN_SERVER_ERROR),
+    "negative timestamp": (restamped(message_set(1, RECORDS[:1]), timestamp=-5), UNKNOWN_SERVER_ERROR),
+    "LogAppendTime without a timestamp": (restamped(message_set(1, RECORDS[:1]), attributes=8, timestamp=-1),
+                                          INVALID_TIMESTAMP),
+}

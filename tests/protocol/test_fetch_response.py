@@ -31,7 +31,7 @@ def reference(version, topics, throttle, error, session):
     return bytes(body.encode())
 
 
-@pytest.mark.parametrize("version", range(0, 13))
+@pytest.mark.parametrize("version", range(13))
 @settings(max_examples=60, deadline=None)
 @given(topics=topics, throttle=st.integers(0, 10_000), error=st.integers(0, 100),
        session=st.integers(0, 2**31 - 1))

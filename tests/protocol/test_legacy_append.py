@@ -7,9 +7,8 @@ from kafka.record.default_records import DefaultRecordBatch
 from protocol.errors import ErrorCode
 from protocol.legacy_append import is_legacy, to_record_batch
 from protocol.record_batch import InvalidBatch, parse_header, validate_produce_records
-from tests.protocol.message_sets import T0, compress, message_set, restamped, wrapper
+from tests.protocol.message_sets import BAD_SETS, RECORDS, T0, compress, message_set, restamped, wrapper
 
-RECORDS = [(b"k0", b"v0" * 40), (None, b"v1" * 40), (b"k2", None)]
 MAX = 1_048_588
 
 
@@ -74,41 +73,9 @@ def test_magic_2_batches_are_not_legacy():
     assert is_legacy(message_set(0, RECORDS)) and is_legacy(message_set(1, RECORDS)) and is_legacy(b"")
 
 
-def _flip_last_byte(data: bytes) -> bytes:
-    return data[:-1] + bytes([data[-1] ^ 1])
-
-
-BAD = {
-    "bad crc": (_flip_last_byte(message_set(1, RECORDS)), ErrorCode.CORRUPT_MESSAGE),
-    "bad crc inside a wrapper": (wrapper(1, 1, compress(1, 1, _flip_last_byte(message_set(1, RECORDS)))),
-                                 ErrorCode.CORRUPT_MESSAGE),
-    "size below the minimum": (b"\x00" * 8 + (10).to_bytes(4, "big") + bytes(10), ErrorCode.CORRUPT_MESSAGE),
-    "magic 3": (message_set(1, RECORDS)[:16] + b"\x03" + message_set(1, RECORDS)[17:], ErrorCode.CORRUPT_MESSAGE),
-    "two wrappers": (message_set(1, RECORDS, 1) * 2, ErrorCode.INVALID_RECORD),
-    "magic 0 then magic 1": (message_set(0, RECORDS) + message_set(1, RECORDS), ErrorCode.INVALID_RECORD),
-    "inner magic differs": (wrapper(1, 1, compress(1, 1, message_set(0, RECORDS))), ErrorCode.INVALID_RECORD),
-    "inner set compressed": (wrapper(1, 1, compress(1, 1, message_set(1, RECORDS, 1))), ErrorCode.INVALID_RECORD),
-    "wrapper of nothing": (wrapper(1, 1, compress(1, 1, b"")), ErrorCode.INVALID_RECORD),
-    "wrapper with a null value": (wrapper(1, 1, None), ErrorCode.INVALID_RECORD),
-    "wrapper offset below its last": (wrapper(1, 1, compress(1, 1, message_set(1, RECORDS, offsets=[5, 6, 7])),
-                                              offset=2), ErrorCode.INVALID_RECORD),
-    "zstd in a v1 wrapper": (wrapper(1, 4, b"xx"), ErrorCode.INVALID_RECORD),
-    "codec 5": (wrapper(1, 5, b"xx"), ErrorCode.UNKNOWN_SERVER_ERROR),
-    "gzip that is not gzip": (wrapper(1, 1, b"not gzip at all"), ErrorCode.UNKNOWN_SERVER_ERROR),
-    "v1 lz4 with the old header checksum": (wrapper(1, 3, compress(3, 0, message_set(1, RECORDS))),
-                                            ErrorCode.UNKNOWN_SERVER_ERROR),
-    "key length past the end": (restamped(message_set(1, RECORDS[:1]), key_length=500),
-                                ErrorCode.UNKNOWN_SERVER_ERROR),
-    "negative key length": (restamped(message_set(1, RECORDS[:1]), key_length=-5), ErrorCode.UNKNOWN_SERVER_ERROR),
-    "negative timestamp": (restamped(message_set(1, RECORDS[:1]), timestamp=-5), ErrorCode.UNKNOWN_SERVER_ERROR),
-    "LogAppendTime without a timestamp": (restamped(message_set(1, RECORDS[:1]), attributes=8, timestamp=-1),
-                                          ErrorCode.INVALID_TIMESTAMP),
-}
-
-
-@pytest.mark.parametrize("name", BAD)
+@pytest.mark.parametrize("name", BAD_SETS)
 def test_bad_message_sets_get_kafkas_error(name):
-    records, code = BAD[name]
+    records, code = BAD_SETS[name]
     assert code_of(records) == code
 
 
