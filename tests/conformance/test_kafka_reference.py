@@ -30,10 +30,7 @@ RECORDED = REFERENCE / "kafka-3.9.0"
 KNOWN_DIFFERENCES: dict[str, str] = {
     "01_api_versions_v3": "Gregor reports no supported/finalized features (KRaft metadata.version)",
     "01_api_versions_v4": "Gregor reports no supported/finalized features (KRaft metadata.version)",
-    "04_produce_v2": "Produce v0-2 are refused with UNSUPPORTED_VERSION; Kafka 3.9 accepts them",
     "04_produce_null_records": "Kafka 3.9 never answers a null records field; Gregor answers INVALID_RECORD",
-    "04_produce_final_log_end_offsets": "follows from Produce v0-2 being refused: partition 6 stays empty",
-    "06_list_offsets_v0": "ListOffsets v0 (old-style offsets) is not advertised; the connection is closed",
     "07_fetch_sessions": "Gregor keeps no fetch sessions (session_id 0)",
     "07_fetch_partial_trailing_batch": "Gregor returns whole batches only; Kafka pads with a partial trailing batch",
     "07_fetch_unknown_topic": "Fetch v13 (topic ids) is not advertised; the connection is closed",
