@@ -123,7 +123,7 @@ def to_record_batch(records: bytes | memoryview, max_message_bytes: int, compres
                                         base_sequence=-1, batch_size=_UNLIMITED)
     delta = 0
     for message in shallow:  # LogValidator: each message (or wrapper) is a batch of its own
-        if message.magic != shallow[0].magic:
+        if message.magic != shallow[0].magic or message.magic == 2:  # a v2 batch goes alone
             raise InvalidBatch(ErrorCode.INVALID_RECORD,
                                f"messages of magic {shallow[0].magic} and {message.magic} in one set")
         errors = []  # record errors fail the batch once all its records are seen; CRC errors at once

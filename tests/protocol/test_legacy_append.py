@@ -2,6 +2,8 @@
 The error codes are Kafka 3.9's, measured against a real broker in tests/broker/test_old_formats.py."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 
 from protocol.errors import ErrorCode
@@ -103,3 +105,23 @@ def test_a_timestamp_error_wins_over_a_record_error_of_the_same_wrapper():
     inner = message_set(1, RECORDS)
     stamped = wrapper(1, 1, compress(1, 1, inner), timestamp=-1, extra_attributes=8)
     assert code_of(stamped, keys_required=True) == ErrorCode.INVALID_TIMESTAMP
+
+
+SEEDS = [message_set(m, RECORDS, c) for m in (0, 1) for c in (0, 1, 2, 3)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(seed=st.sampled_from(SEEDS), at=st.integers(0, 400), byte=st.integers(0, 255), cut=st.integers(0, 400),
+       tail=st.binary(max_size=20), keys_required=st.booleans())
+def test_a_damaged_set_is_refused_with_a_code_or_rebuilt_into_a_valid_batch(seed, at, byte, cut, tail,
+                                                                             keys_required):
+    damaged = bytearray(seed)
+    damaged[at % len(damaged)] = byte
+    damaged = bytes(damaged[:len(damaged) - cut % 40]) + tail
+    try:
+        batch = convert(damaged, keys_required=keys_required)
+    except InvalidBatch as err:
+        assert err.error_code in ErrorCode.__members__.values()
+        return
+    if batch is not None:
+        validate_produce_records(batch, MAX)
