@@ -147,9 +147,14 @@ class Cleaner:
         if self._stopping:
             raise Stopped("the store is closing")
         now = time.monotonic()
-        if now - self._turn >= TURN_S:
-            time.sleep((now - self._turn) * (1 - BUSY_SHARE) / BUSY_SHARE)
+        busy = now - self._turn
+        if busy >= TURN_S:
+            time.sleep(min(busy, 2 * TURN_S) * (1 - BUSY_SHARE) / BUSY_SHARE)
             self._turn = time.monotonic()
+
+    def _begin(self) -> None:
+        """A run starts: its first turn is measured from now (not from the last run's end)."""
+        self._turn = time.monotonic()
 
     # ---- cleaning --------------------------------------------------------------------
     def run(self, now_ms: int, force: bool = False) -> CleanStats:
@@ -157,6 +162,7 @@ class Cleaner:
         stats = CleanStats()
         began = time.monotonic()
         with self.lock:
+            self._begin()
             for part, policy in self._store._compacted_partitions():
                 if part.queue.closed or not (force or self.due(part, policy, now_ms)):
                     continue
@@ -305,6 +311,7 @@ class Cleaner:
         disk filled up."""
         stats = CleanStats()
         with self.lock:
+            self._begin()
             todo = self._below(boundary)
             touched: set[Partition] = set()
             moves: list[tuple[Partition, bytearray]] = []
