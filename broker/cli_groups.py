@@ -49,7 +49,12 @@ def describe(args: argparse.Namespace, out: TextIO) -> int:
     group = args.group
     with admin_client(args.bootstrap) as admin:
         with kafka_errors(f"describe group {group}"):
-            found = admin.describe_groups([group])[group]
+            try:
+                found = admin.describe_groups([group])[group]
+            except ValueError as exc:  # kafka-python decodes every member as the consumer protocol
+                raise CliError(f"cannot describe group {group}: its members do not use the consumer protocol "
+                               "(a Kafka Connect or other non-consumer group); Kafka's kafka-consumer-groups "
+                               "refuses such a group too") from exc
             committed = admin.list_group_offsets({group: None}).get(group, {})
         if found.get("error"):
             raise CliError(f"cannot describe group {group}: {found['error']}")

@@ -5,6 +5,7 @@ brokers, which shows the commands speak only the Kafka protocol."""
 from __future__ import annotations
 
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -337,3 +338,38 @@ def test_create_view_makes_a_gregor_view_and_kafka_refuses_its_configs(target, t
     records = target("consume", view, "--from-beginning", "--max-messages", "3", "-o", "json").json_lines()
     assert [(r["offset"], r["value"]) for r in records] == [(0, "p1"), (1, "p2"), (3, "p3")]
     assert_fails(target("produce", view, stdin=b"x\n"), 1, f"cannot produce to {view}", "read-only view")
+
+
+def test_group_describe_of_a_non_consumer_group_is_one_line(target):
+    """A Kafka Connect worker's group ("connect" protocol, its own member metadata): kafka-python
+    cannot decode it as the consumer protocol; the command says so in one line, as Kafka's
+    kafka-consumer-groups refuses such a group."""
+    from kafka.protocol.consumer import JoinGroupRequest, SyncGroupRequest
+
+    from tests.broker.wire import WireClient
+
+    group = f"connect-like-{time.monotonic_ns()}"
+    # ConnectProtocol's worker state: version, the worker's REST URL, its config offset
+    url = b"http://127.0.0.1:8083"
+    metadata = struct.pack(">hh", 1, len(url)) + url + struct.pack(">q", -1)
+    client = WireClient(target.bootstrap)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # Kafka's coordinator may not be loaded yet
+            joined = client.request(JoinGroupRequest[3](
+                group_id=group, session_timeout_ms=30000, rebalance_timeout_ms=30000, member_id="",
+                protocol_type="connect",
+                protocols=[JoinGroupRequest[3].JoinGroupRequestProtocol(name="sessioned", metadata=metadata)]))
+            if joined.error_code == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert joined.error_code == 0
+        synced = client.request(SyncGroupRequest[2](
+            group_id=group, generation_id=joined.generation_id, member_id=joined.member_id,
+            assignments=[SyncGroupRequest[2].SyncGroupRequestAssignment(member_id=joined.member_id,
+                                                                          assignment=metadata)]))
+        assert synced.error_code == 0
+        done = target("group", "describe", group)
+    finally:
+        client.close()
+    assert_fails(done, 1, f"cannot describe group {group}", "do not use the consumer protocol")
