@@ -51,7 +51,7 @@ from store.partition import Partition
 log = logging.getLogger(__name__)
 MAX_KEYS = 500_000  # keys in one pass's map (Kafka's log.cleaner.dedupe.buffer.size); more: the next pass goes on
 BUSY_SHARE = 0.5  # of the cleaner thread's time; the event loop needs the GIL for the rest
-TURN_S = 0.005
+TURN_S = 0.002
 NO_LAG = 2**63 - 1
 CARRY_CHUNK = 32 << 20  # bytes of batches carried per flush (held in memory meanwhile)
 
@@ -224,9 +224,11 @@ class Cleaner:
             self._breathe()
             if not b.control:
                 live = set(_pointing(q, b).tolist())
-                for r in records.cleaner_records(b.view)[1]:
+                for i, r in enumerate(records.cleaner_records(b.view)[1]):
                     if r.key is not None and r.offset in live:
                         keymap[r.key] = r.offset
+                    if not i & 255:
+                        self._breathe()
             clean_end = b.stop
             if len(keymap) >= MAX_KEYS:
                 break
@@ -247,7 +249,9 @@ class Cleaner:
             alive = set(live.tolist())
             area, recs = records.cleaner_records(b.view)
             kept = []
-            for r in recs:
+            for i, r in enumerate(recs):
+                if not i & 255:
+                    self._breathe()
                 if r.offset not in alive:
                     continue
                 stats.records_read += 1
