@@ -2,7 +2,8 @@
 
 Owns `<data_dir>/checkpoint` (format version 4, JSON, replaced atomically): commitlog write
 position, newest store timestamp per segment, each queue's log start offset and log end
-(the state topic's queue among them), leader-epoch histories that are not the single-node one, and the key index's last file and entry count with the commitlog position it
+(the state topic's queue among them), leader-epoch histories that are not the single-node one,
+the log cleaner's point in each compacted partition it cleaned, and the key index's last file and entry count with the commitlog position it
 covers (the key dispatcher runs behind the writer); and `<data_dir>/clean_shutdown`,
 an empty file present only between a clean close and the next open. A checkpoint is saved
 only once the commitlog below its write position and the derived files up to its bounds are
@@ -35,6 +36,9 @@ class Checkpoint:
     # "<topic_id>/<p>" -> [[epoch, start offset], ...] (store/epochs.py), only for partitions
     # whose history is not the single-node one (epoch 0 from the log start)
     epochs: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    # "<topic_id>/<p>" -> (the log cleaner's point, the oldest tombstone timestamp it kept or
+    # None), only for compacted partitions it has cleaned (store/compaction.py)
+    cleaned: dict[str, tuple[int, int | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.key_position is None:
@@ -46,7 +50,8 @@ class Checkpoint:
                "queues": {k: list(v) for k, v in self.queues.items()},
                "key_index": None if self.key_index is None else list(self.key_index),
                "key_position": self.key_position,
-               "epochs": {k: [list(e) for e in v] for k, v in self.epochs.items()}}
+               "epochs": {k: [list(e) for e in v] for k, v in self.epochs.items()},
+               "cleaned": {k: list(v) for k, v in self.cleaned.items()}}
         replace(path, json.dumps(doc).encode())
 
     @classmethod
@@ -61,7 +66,8 @@ class Checkpoint:
         return cls(doc["write_position"], {int(k): v for k, v in doc["segments"].items()},
                    {k: (v[0], v[1]) for k, v in doc["queues"].items()},
                    None if key_index is None else (key_index[0], key_index[1]), doc.get("key_position"),
-                   doc["version"], {k: [(e[0], e[1]) for e in v] for k, v in doc.get("epochs", {}).items()})
+                   doc["version"], {k: [(e[0], e[1]) for e in v] for k, v in doc.get("epochs", {}).items()},
+                   {k: (v[0], v[1]) for k, v in doc.get("cleaned", {}).items()})
 
 
 def queue_key(topic_id: str, partition: int) -> str:

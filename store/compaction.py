@@ -277,6 +277,7 @@ class Cleaner:
             with store._lock:
                 q.repoint(offsets, position, 0, 0)
         part.time_index = None
+        q.flush()  # the removed entries reach the disk before a checkpoint records the cleaner point
         part.cleaned_to = max(part.cleaned_to, clean_end)
         part.tombstone_ts = tombstone_ts
         stats.per_partition[(part.topic, part.index)] = clean_end

@@ -168,6 +168,7 @@ class Store:
             except CorruptEntry as exc:
                 log.warning("derived files not trusted (%s); rebuilding from the commitlog", exc)
                 view.reset()
+        rebuilt = parts is None
         if parts is None:
             recovery.read_state(root, config, commitlog, None, view, tail=True)
             _adopt_legacy_topics(view, old)
@@ -177,11 +178,22 @@ class Store:
         store = cls(root, config, view, commitlog, parts, index, key_position)
         if trusted:  # a clean close msynced every queue: only later moves need it again
             store._checkpointed = dict(ckpt.queues)
+        if ckpt is not None and not rebuilt:  # a rebuild may bring back what the cleaner had dropped
+            store._restore_cleaner_points(ckpt)
         if old is not None:
             store._migrate(old)
         store.write_checkpoint(every_queue=not trusted)
         store._checkpointer.start()
         return store
+
+    def _restore_cleaner_points(self, ckpt: Checkpoint) -> None:
+        """Each compacted partition's cleaner point as the checkpoint saved it: after a restart
+        the cleaner goes on from there instead of cleaning every partition from its log start."""
+        for part in self._all_partitions():
+            saved = ckpt.cleaned.get(queue_key(str(uuid.UUID(bytes=part.topic_id)), part.index))
+            if saved is not None and part.compacted:
+                part.cleaned_to = min(saved[0], part.queue.high_watermark)
+                part.tombstone_ts = saved[1]
 
     def _migrate(self, old: legacy.Legacy) -> None:
         """Gregor 1's files become state records; the files go once those are durable."""
@@ -297,6 +309,8 @@ class Store:
                           for p in self._all_partitions()]
                 histories = {(p.topic, p.index): list(p.epochs.entries) for p in self._all_partitions()
                              if len(p.epochs.entries) != 1 or p.epochs.entries[0][0] != 0}
+                cleaned = {(p.topic, p.index): (p.cleaned_to, p.tombstone_ts) for p in self._all_partitions()
+                           if p.compacted and p.cleaned_to > 0}
             queues = []
             for topic, index, q, log_start, hw in bounds:
                 if topic in ids:
@@ -305,6 +319,8 @@ class Store:
                     queues.append((key, q))
                     if (topic, index) in histories:
                         ckpt.epochs[key] = histories[(topic, index)]
+                    if (topic, index) in cleaned:
+                        ckpt.cleaned[key] = cleaned[(topic, index)]
             self._flusher.flush_now()
             if self.offline is not None:
                 return

@@ -249,3 +249,21 @@ def test_a_million_updates_over_a_thousand_keys_shrink_to_about_a_thousand_recor
     assert store.enforce_retention() >= segments - 3  # only compacted data: old segments go
     assert {k: o for o, k, _ in _records(store)} == got
     store.close()
+
+
+def test_the_cleaner_point_survives_a_restart_but_not_a_rebuild(data_dir):
+    store = Store.open(data_dir, _config())
+    store.create_topic("c", 1, COMPACT)
+    _produce(store, [(b"k%d" % (i % 5), b"v%d" % i) for i in range(40)], per_batch=4)
+    store.clean(force=True)
+    point = store._parts["c"][0].cleaned_to
+    assert point == 36
+    store.close()
+    store = Store.open(data_dir, _config())
+    assert store._parts["c"][0].cleaned_to == point
+    assert store.clean().partitions == 0  # nothing new is dirty: no pass from the log start
+    store.close()
+    (data_dir / "checkpoint").unlink()
+    store = Store.open(data_dir, _config())
+    assert store._parts["c"][0].cleaned_to == 0
+    store.close()
