@@ -16,8 +16,8 @@ kafka-python reads the batches (DefaultRecordBatch) and writes the messages
 (LegacyRecordBatchBuilder, kafka.codec). Its builder writes a producer's messages, whose
 attributes hold at most a codec, so the wrapper's codec and the timestamp-type bit are set
 here afterwards and the CRC-32 recomputed. This is per-record work (5-25 us a record, gzip
-the slowest) that only consumers of Fetch v0-v3 cause; Fetch v4+ sends the stored batches
-untouched. Sans-IO.
+the slowest) that only consumers of Fetch v0-v3 cause, run by the fetch handler in a worker
+thread; Fetch v4+ sends the stored batches untouched. Sans-IO.
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ wrapped sets (kafka.codec, with the LZ4 framing quirk of magic 0) and builds the
 depend on what kafka-python's reader does not expose (each message's own magic and
 attributes, a partial trailing message, lengths that run past the message, the wrapper
 offset). The error codes were measured against Kafka 3.9 (tests/broker/test_old_formats.py).
-Per-record Python work, about 10 us a record (a 1 MB set of 10,000 records: ~0.1 s of the event
-loop); only producers of Produce v0-v2 cause it. Sans-IO: bytes in, bytes out.
+Per-record Python work, about 10 us a record (a 1 MB set of 10,000 records: ~0.1 s); only
+producers of Produce v0-v2 cause it, and the produce handler runs it in a worker thread, so the
+event loop gets the GIL between turns. Sans-IO: bytes in, bytes out.
 """
 
 from __future__ import annotations

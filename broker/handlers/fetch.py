@@ -49,7 +49,10 @@ async def handle_fetch(broker: Broker, request: Request):
     keys = [(data_topic(topics_now, t.topic), p.partition) for t in body.topics for p in t.partitions]
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     while True:
-        topics, size, has_error = _read_all(broker, body, version)
+        if version <= down_convert.LAST_VERSION:  # down-conversion is per-record work: off the event loop
+            topics, size, has_error = await trio.to_thread.run_sync(_read_all, broker, body, version)
+        else:
+            topics, size, has_error = _read_all(broker, body, version)
         if size >= body.min_bytes or has_error or not keys or trio.current_time() >= deadline:
             break
         event = trio.Event()

@@ -51,7 +51,10 @@ async def handle_produce(broker: Broker, request: Request):
         accepted = []
         results = dict.fromkeys(wanted)  # answers keep the request's order
         for key, records in wanted.items():
-            checked = _check_one(broker, key[0], key[1], records, version)
+            if version < MAGIC_2_PRODUCE_VERSION:  # converting old message sets is per-record work: off the loop
+                checked = await trio.to_thread.run_sync(_check_one, broker, key[0], key[1], records, version)
+            else:
+                checked = _check_one(broker, key[0], key[1], records, version)
             if checked.__class__ is tuple:
                 results[key] = checked
             else:
