@@ -276,6 +276,7 @@ class Cleaner:
         for position, offsets in drops:  # one short hold of the append lock each: appends go on between
             with store._lock:
                 q.repoint(offsets, position, 0, 0)
+                part.relocated = True
         part.time_index = None
         q.flush()  # the removed entries reach the disk before a checkpoint records the cleaner point
         part.cleaned_to = max(part.cleaned_to, clean_end)
@@ -303,7 +304,8 @@ class Cleaner:
             for part, kept, tags, position, size in placed:
                 view = store._log.view(position, size)
                 with store._lock:
-                    relocate(part, view, position, size, kept, tags)
+                    if not part.queue.closed:  # the topic was deleted meanwhile: its files are gone
+                        relocate(part, view, position, size, kept, tags)
             stats.batches_relocated += len(placed)
             stats.bytes_relocated += sum(size for *_, size in placed)
         return failure

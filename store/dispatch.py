@@ -105,6 +105,7 @@ def relocate(part: Partition, batch, batch_position: int, batch_size: int,
     q.repoint(kept, -1, batch_position, batch_size, tags)
     q.repoint(np.setdiff1d(np.arange(base, stop, dtype=np.int64), kept), -1, 0, 0)
     part.time_index = None
+    part.relocated = True
 
 
 KeyColumns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # hashes, batch positions, store ts, deltas

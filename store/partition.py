@@ -41,6 +41,9 @@ class Partition:
     # `delete` in it (retention deletes by time and size)
     compacted: bool = False
     deletes: bool = True
+    # the log cleaner removed or relocated entries here (under cleanup.policy=compact, now or
+    # before): the queue has gaps and positions out of offset order, so retention cannot bisect it
+    relocated: bool = False
     cleaned_to: int = 0  # the log cleaner's point: offsets below it were cleaned (store/compaction.py)
     tombstone_ts: int | None = None  # the oldest tombstone's batch timestamp the last clean kept
 
@@ -61,6 +64,11 @@ def features(configs: dict[str, str]) -> tuple[str | None, bool]:
     RocketMQ's messageIndexEnable: the keys are read by the key worker process
     (store/key_worker.py), off the broker's GIL."""
     return configs.get(TAG_HEADER) or None, configs.get(KEY_INDEX_ENABLE, "true").lower() == "true"
+
+
+def irregular(part: Partition) -> bool:
+    """May the partition's queue have gaps and positions out of offset order (store/compaction.py)?"""
+    return part.compacted or part.relocated
 
 
 def cleanup_policy(configs: dict[str, str]) -> tuple[bool, bool]:

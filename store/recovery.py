@@ -26,7 +26,7 @@ from store.entry import RELOCATED, EntryHeader
 from store.epochs import EpochCache
 from store.errors import CorruptEntry
 from store.key_index import KeyIndex
-from store.partition import Partition, queue_dir
+from store.partition import Partition, irregular, queue_dir
 from store.segment_walk import CorruptRegion
 from store.state import STATE_META, STATE_TOPIC_ID, StateView
 from store.topics import TopicMeta, TopicRegistry
@@ -247,7 +247,7 @@ def recover_from_checkpoint(root: Path, registry: TopicRegistry, config: StoreCo
     for part in partitions.values():
         q = part.queue
         q.clear_after(q.high_watermark)
-        if part.compacted:  # positions out of offset order: no bisection (store/compaction.py)
+        if irregular(part):  # positions out of offset order: no bisection (store/compaction.py)
             q.forget_below(commitlog.min_position, part.deletes)
         else:
             q.advance_log_start(q.first_offset_at_or_after(commitlog.min_position))
@@ -298,7 +298,7 @@ def _dispatch(commitlog: CommitLog, scan: Iterator[EntryHeader | CorruptRegion],
             continue
         if e.base_offset < q.high_watermark:
             continue
-        if e.base_offset > q.high_watermark and part.compacted and rebuild:
+        if e.base_offset > q.high_watermark and irregular(part) and rebuild:
             q.reserve(q.high_watermark, e.base_offset - q.high_watermark)
             q.high_watermark = e.base_offset  # a gap
         if e.base_offset > q.high_watermark:  # offsets are contiguous: the missing ones were damaged
@@ -315,9 +315,12 @@ def _dispatch(commitlog: CommitLog, scan: Iterator[EntryHeader | CorruptRegion],
 
 def _with_epochs(part: Partition, ckpt: Checkpoint) -> Partition:
     """The partition's epoch history as the checkpoint saved it (default: epoch 0 from its log
-    start); recovery's scan of later entries adds what followed."""
-    saved = ckpt.epochs.get(queue_key(str(uuid.UUID(bytes=part.topic_id)), part.index))
+    start), and whether the log cleaner has touched its queue; recovery's scan of later entries
+    adds what followed."""
+    key = queue_key(str(uuid.UUID(bytes=part.topic_id)), part.index)
+    saved = ckpt.epochs.get(key)
     part.epochs = EpochCache(saved or [(0, part.queue.log_start)])
+    part.relocated = key in ckpt.cleaned
     return part
 
 

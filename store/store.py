@@ -49,7 +49,7 @@ from store.errors import (
 from store.flush import Flusher, FlushHandle
 from store.key_index import KeyIndex
 from store.offsets import OffsetStore
-from store.partition import Partition, cleanup_policy, features, queue_dir
+from store.partition import Partition, cleanup_policy, features, irregular, queue_dir
 from store.periodic import Periodic
 from store.records import StoredRecord
 from store.reserver import QueueReserver
@@ -191,7 +191,10 @@ class Store:
         the cleaner goes on from there instead of cleaning every partition from its log start."""
         for part in self._all_partitions():
             saved = ckpt.cleaned.get(queue_key(str(uuid.UUID(bytes=part.topic_id)), part.index))
-            if saved is not None and part.compacted:
+            if saved is None:
+                continue
+            part.relocated = True
+            if part.compacted:
                 part.cleaned_to = min(saved[0], part.queue.high_watermark)
                 part.tombstone_ts = saved[1]
 
@@ -310,7 +313,7 @@ class Store:
                 histories = {(p.topic, p.index): list(p.epochs.entries) for p in self._all_partitions()
                              if len(p.epochs.entries) != 1 or p.epochs.entries[0][0] != 0}
                 cleaned = {(p.topic, p.index): (p.cleaned_to, p.tombstone_ts) for p in self._all_partitions()
-                           if p.compacted and p.cleaned_to > 0}
+                           if (p.compacted and p.cleaned_to > 0) or p.relocated}
             queues = []
             for topic, index, q, log_start, hw in bounds:
                 if topic in ids:
@@ -376,7 +379,7 @@ class Store:
         if count:
             for part in parts:
                 q = part.queue
-                if part.compacted:  # positions out of offset order (relocated batches)
+                if irregular(part):  # positions out of offset order (relocated batches)
                     with self._lock:
                         q.forget_below(min_position, part.deletes)
                     part.time_index = None
@@ -398,7 +401,7 @@ class Store:
             q = part.queue
             if part.internal or not part.deletes or q.log_start >= q.high_watermark:
                 continue
-            if part.compacted:
+            if irregular(part):
                 _, positions, _ = q.live(q.log_start, q.high_watermark)
                 if len(positions):
                     floor = min(floor, int(positions.min()))
@@ -911,10 +914,11 @@ class Store:
             raise OffsetOutOfRange(f"{topic}-{partition} offset {offset} outside [{start}, {end}]")
         batches: list[memoryview] = []
         total = 0
-        compacted = part.compacted
         while offset < hw:
             pos, size = q.entry(offset)
-            if size == 0 and compacted:  # a gap the log cleaner left: the next record follows
+            if size == 0:  # a gap the log cleaner left (this topic is or was compacted): the next record follows
+                if q.closed:  # the topic was deleted meanwhile (closed before its files go)
+                    raise self._missing(topic, partition)
                 offset = q.next_live(offset, hw)
                 continue
             if size == CORRUPT:

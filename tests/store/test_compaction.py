@@ -267,3 +267,24 @@ def test_the_cleaner_point_survives_a_restart_but_not_a_rebuild(data_dir):
     store = Store.open(data_dir, _config())
     assert store._parts["c"][0].cleaned_to == 0
     store.close()
+
+
+def test_a_topic_altered_from_compact_to_delete_keeps_its_gaps_readable(data_dir):
+    """After cleaning, the queue has gaps and relocated entries; switching the topic to
+    cleanup.policy=delete must not make reads fail at the gaps, nor let retention bisect the
+    queue as if its positions grew with offsets (also after a restart)."""
+    store = Store.open(data_dir, _config(segment_bytes=1 << 15))
+    store.create_topic("c", 1, COMPACT)
+    _produce(store, [(b"k%d" % (i % 7), b"%04d" % i + b"." * 150) for i in range(600)], per_batch=5)
+    store.clean(force=True)
+    before = _records(store)
+    assert len(before) < 100
+    store.alter_topic_configs("c", {"cleanup.policy": "delete", "key.index.enable": "false"})
+    assert _records(store) == before
+    assert store.enforce_retention() > 0  # segments holding only superseded records still go
+    assert _records(store) == before
+    store.close()
+    store = Store.open(data_dir, _config(segment_bytes=1 << 15))
+    assert store._parts["c"][0].relocated
+    assert _records(store) == before
+    store.close()
