@@ -2,8 +2,13 @@
 
 Its jars come from Maven Central through tests/oracle/pom.xml, resolved by bin/setup-kafka into
 .cache/kafka/<version>/ (the directory holds `.resolved` once the copy is complete). Used by the
-pytest fixtures (compat_tests, conformance) and by bench/run.py. Only the process started
-here is ever signalled, by its PID: SIGTERM, then SIGKILL.
+pytest fixtures (compat_tests, conformance, security) and by bench/run.py. Only the process
+started here is ever signalled, by its PID: SIGTERM, then SIGKILL.
+
+A `listeners` setting as Gregor takes it (`PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0`,
+port 0 = any free port) gets Kafka's listener, advertised-listener and JAAS settings; users given
+as (name, password, mechanism) get SCRAM credentials at format time and PLAIN entries in the
+SASL listener's JAAS config, as Gregor's PLAIN accepts any user with a SCRAM credential.
 """
 
 from __future__ import annotations
@@ -54,6 +59,11 @@ def _stop_leftovers() -> None:
         broker.stop(timeout=10)
 
 
+PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
 class KafkaUnavailable(RuntimeError):
     """Kafka's jars are not in .cache: the reason names the artifact and the setup log."""
 
@@ -84,18 +94,32 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _bind(listeners: str) -> dict[str, str]:
+    """`NAME://host:port,...` as {NAME: "host:port"}, a free port in place of each port 0 (KRaft's
+    voters need fixed ports, so Kafka is given real ones)."""
+    bound = {}
+    for listener in listeners.split(","):
+        name, address = listener.strip().split("://", 1)
+        host, port = address.rsplit(":", 1)
+        bound[name] = f"{host}:{port if int(port) else free_port()}"
+    return bound
+
+
 class KafkaBroker:
     """One Kafka 3.9 process (broker and controller in one, as the reference recordings were made)."""
 
     def __init__(self, data_dir: Path, settings: dict[str, str] | None = None,
-                 version: str = KAFKA_VERSION, log_level: str = "WARN") -> None:
+                 version: str = KAFKA_VERSION, log_level: str = "WARN",
+                 users: list[tuple[str, str, str]] | None = None) -> None:
         self.libs = kafka_libs(version)
         self.version = version
         self.data_dir = data_dir
         self.settings = dict(settings or {})
+        self.users = list(users or [])  # (name, password, SCRAM mechanism), added when formatting
         self.log_level = log_level
         self.proc: subprocess.Popen | None = None
         self.port = 0
+        self.listeners: dict[str, str] = {}  # listener name -> "host:port"
         self.log_path = data_dir / "server.log"
 
     @property
@@ -107,22 +131,56 @@ class KafkaBroker:
                 "-cp", f"{self.libs}/*", main, *args]
 
     def _configure(self) -> Path:
-        self.port, controller = free_port(), free_port()
+        settings = dict(self.settings)
+        self.listeners = _bind(settings.pop("listeners", "PLAINTEXT://127.0.0.1:0"))
+        if "PLAINTEXT" not in self.listeners:
+            raise ValueError("the oracle broker needs a PLAINTEXT listener: readiness and admin use it")
+        self.port = int(self.listeners["PLAINTEXT"].rsplit(":", 1)[1])
+        controller = free_port()
+        advertised = ",".join(f"{name}://{address}" for name, address in self.listeners.items())
         config = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{controller}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"{advertised},CONTROLLER://127.0.0.1:{controller}",
+            "advertised.listeners": advertised,
+            # Listener names are their security protocols, as in the settings Gregor takes.
+            "listener.security.protocol.map": ",".join(f"{name}:{name}" for name in self.listeners)
+                                              + ",CONTROLLER:PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(self.data_dir / "logs"),
             **SINGLE_NODE,
-            **self.settings,
+            **self._sasl_config(settings),
+            **settings,
         }
         path = self.data_dir / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
         return path
+
+    def _sasl_config(self, settings: dict[str, str]) -> dict[str, str]:
+        """Each SASL listener's JAAS config per enabled mechanism: PLAIN users listed inline, SCRAM
+        users read from the credentials formatted into the metadata log."""
+        config: dict[str, str] = {}
+        mechanisms = settings.get("sasl.enabled.mechanisms", "GSSAPI").split(",")
+        plain_users = {name: password for name, password, _ in self.users}
+        for listener in (name for name in self.listeners if name.startswith("SASL_")):
+            prefix = f"listener.name.{listener.lower()}"
+            for mechanism in (m.strip() for m in mechanisms):
+                if mechanism == "PLAIN":
+                    entries = "".join(f' user_{name}="{password}"' for name, password in plain_users.items())
+                    config[f"{prefix}.plain.sasl.jaas.config"] = f"{PLAIN_LOGIN} required{entries};"
+                elif mechanism in SCRAM_MECHANISMS:
+                    config[f"{prefix}.{mechanism.lower()}.sasl.jaas.config"] = f"{SCRAM_LOGIN} required;"
+        return config
+
+    def _format_args(self, config: Path) -> list[str]:
+        args = ["format", "-t", cluster_id(), "-c", str(config)]
+        for name, password, mechanism in self.users:
+            if mechanism not in SCRAM_MECHANISMS:
+                raise ValueError(f"users are SCRAM credentials; {mechanism} is not a SCRAM mechanism")
+            args += ["--add-scram", f"{mechanism}=[name={name},password={password}]"]
+        return args
 
     def start(self, timeout: float = 90.0) -> str:
         """Format a fresh KRaft storage dir (not on a restart), start the broker on new ports, return
@@ -132,8 +190,11 @@ class KafkaBroker:
         for _ in range(3):  # a port handed out by the OS can be taken again before Kafka binds it
             config = self._configure()
             if not (self.data_dir / "logs" / "meta.properties").exists():  # a restart keeps its data
-                subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster_id(),
-                                          "-c", str(config)), check=True, capture_output=True, timeout=120)
+                formatted = subprocess.run(self._java("kafka.tools.StorageTool", *self._format_args(config)),
+                                           check=False, capture_output=True, text=True, timeout=120)
+                if formatted.returncode != 0:
+                    raise RuntimeError(f"kafka-storage format failed:\n{formatted.stdout[-2000:]}"
+                                       f"{formatted.stderr[-3000:]}")
             with open(self.data_dir / "stdout.log", "ab") as out:
                 self.proc = subprocess.Popen(self._java("kafka.Kafka", str(config), jvm=JVM_OPTS),
                                              stdout=out, stderr=subprocess.STDOUT, cwd=self.data_dir)
