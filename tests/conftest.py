@@ -16,6 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 READY = re.compile(r"listening on ([\d.]+):(\d+)")
+LISTENER = re.compile(r"gregor listener (\w+)://([\d.]+):(\d+)")
 _WITH_OPEN_FILES = ("import os, resource, sys; "
                     "resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]), int(sys.argv[2]))); "
                     "os.execv(sys.argv[3], sys.argv[3:])")
@@ -27,6 +28,7 @@ class BrokerProcess:
     settings: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen | None = None
     bootstrap: str = ""
+    listeners: dict[str, str] = field(default_factory=dict)  # listener name -> "host:port", as printed
     log_path: Path | None = None
     port: int = 0
     open_files: tuple[int, int] | None = None  # (soft, hard) RLIMIT_NOFILE the broker starts with
@@ -54,6 +56,8 @@ class BrokerProcess:
             match = READY.search(text)
             if match:
                 self.bootstrap = f"{match.group(1)}:{match.group(2)}"
+                found = LISTENER.findall(text)  # one line per listener; none without a `listeners` setting
+                self.listeners = {name: f"{host}:{port}" for name, host, port in found} or {"PLAINTEXT": self.bootstrap}
                 return self.bootstrap
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{text}")
@@ -96,9 +100,24 @@ def _no_broker_outlives_its_test():
 TEST_SEGMENT_BYTES = str(8 * 1024 * 1024)
 
 
-def start_broker(tmp: Path, name: str = "data", **settings: str) -> BrokerProcess:
+def add_users(data_dir: Path, users: list[tuple[str, str, str]]) -> None:
+    """SCRAM credentials (name, password, mechanism) written into a data dir before its broker first
+    starts, with the CLI an operator uses (`gregor user add`, Kafka's `kafka-storage format --add-scram`)."""
+    for user, password, mechanism in users:
+        added = subprocess.run([sys.executable, "-m", "broker", "user", "add", user, "--password", password,
+                                "--mechanism", mechanism, "--data-dir", str(data_dir)],
+                               cwd=ROOT, check=False, capture_output=True, text=True, timeout=60)
+        if added.returncode != 0:
+            raise RuntimeError(f"`broker user add {user} --mechanism {mechanism}` exited {added.returncode}:\n"
+                               f"{added.stdout}{added.stderr}")
+
+
+def start_broker(tmp: Path, name: str = "data", users: list[tuple[str, str, str]] | None = None,
+                 **settings: str) -> BrokerProcess:
     settings.setdefault("commitlog.segment.bytes", TEST_SEGMENT_BYTES)
     broker = BrokerProcess(tmp / name, dict(settings))
+    if users:
+        add_users(broker.data_dir, users)
     broker.start()
     return broker
 
