@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import bisect
 import errno
+import fcntl
 import logging
+import os
 import resource
 import shutil
 import struct
@@ -123,6 +125,7 @@ class Store:
         self._full_warned = -FULL_WARNING_INTERVAL_S
         self._sync = config.flush_mode == "sync"
         self._closed = False
+        self._dir_lock: int | None = None  # the data directory's .lock (open)
         self.offline: LogDirOffline | None = None  # set once, when an fsync or a write failed
         self.offsets: OffsetStore = view.offsets
         self.offsets.attach(self.write_state)
@@ -142,9 +145,23 @@ class Store:
     # ---- lifecycle -------------------------------------------------------------------
     @classmethod
     def open(cls, data_dir: str | Path, config: StoreConfig) -> Store:
+        """Open (recover, migrate) the store in `data_dir`. One process at a time: the data
+        directory's `.lock` is held until close (Kafka's log directories have one too), so a
+        second broker or `gregor user add` on a live data dir is refused with StoreError."""
         config.validate()
         root = Path(data_dir)
         root.mkdir(parents=True, exist_ok=True)
+        lock = _lock_data_dir(root)
+        try:
+            store = cls._open(root, config)
+        except BaseException:
+            os.close(lock)
+            raise
+        store._dir_lock = lock
+        return store
+
+    @classmethod
+    def _open(cls, root: Path, config: StoreConfig) -> Store:
         view = StateView(TopicRegistry(), OffsetStore())
         old = legacy.read(root)
         clean = take_clean_mark(root / "clean_shutdown")
@@ -231,6 +248,10 @@ class Store:
         """The latest value of a state key (None: never written, or deleted)."""
         return self._view.value(key)
 
+    def state_items(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        """The live state records whose key starts with `prefix` (SCRAM credentials, say)."""
+        return [(key, value) for key, (_, value) in list(self._view.live.items()) if key.startswith(prefix)]
+
     def _make_durable(self) -> None:
         self._flusher.flush_now()
         if self.offline is not None:
@@ -275,6 +296,9 @@ class Store:
             if self.offline is None:  # after a failed fsync nothing is known durable: recover at start
                 mark_clean(self.root / "clean_shutdown")
             self._log.close()
+        if self._dir_lock is not None:
+            os.close(self._dir_lock)  # releases the flock
+            self._dir_lock = None
 
     def _go_offline(self, exc: OSError) -> None:
         """The flusher's fsync failed: refuse appends until restart (called by the flusher)."""
@@ -1123,6 +1147,18 @@ def _first_offset_within_bytes(q: ConsumeQueue, start: int, limit: int) -> int:
 def deletes(configs: dict[str, str]) -> bool:
     """Does the topic's cleanup.policy include `delete` (the default)?"""
     return cleanup_policy(configs)[1]
+
+
+def _lock_data_dir(root: Path) -> int:
+    """An exclusive flock on `<root>/.lock`, as an open file descriptor (closing it releases)."""
+    fd = os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreError(f"data directory {root} is in use by another process (its .lock is held); "
+                         "stop that broker first") from None
+    return fd
 
 
 def _adopt_legacy_topics(view: StateView, old: legacy.Legacy | None) -> None:

@@ -56,7 +56,7 @@ def test_no_state_files_beside_the_commitlog(data_dir):
     s = Store.open(data_dir, tiny_config())
     assert st.decode_i64(s.state_value(st.PRODUCER_IDS)) == 1000
     s.close()
-    assert sorted(p.name for p in data_dir.iterdir()) == ["checkpoint", "clean_shutdown", "commitlog",
+    assert sorted(p.name for p in data_dir.iterdir()) == [".lock", "checkpoint", "clean_shutdown", "commitlog",
                                                           "consumequeue", "index"]
 
 
