@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 
 import trio
 
+from broker import peer
 from broker.config import BrokerConfig
 from broker.group_coordinator import GroupCoordinator
+from broker.listeners import Listener
 from broker.metrics import BrokerMetrics
 from broker.producer_state import ProducerStateTable
 from store import AdminBusy, Store, StoreError, TopicExists, TopicMeta
@@ -102,6 +104,7 @@ class Broker:
         self.cluster_id = cluster_id
         self.node_id: int = config["node.id"]
         self.port: int = config.port  # replaced by the bound port once listening
+        self.listeners: list[Listener] = config.listeners()  # ports replaced by the bound ones
         self.appends = AppendSignals()
         self.connections = ConnectionCounts(config["max.connections"], config["max.connections.per.ip"])
         self.producers = ProducerStateTable(store)
@@ -110,13 +113,19 @@ class Broker:
         self.metrics = BrokerMetrics()
         self.metrics.watch(self)
 
+    def _endpoint(self) -> Listener:
+        """The listener of the connection being served (the first one outside a connection)."""
+        return peer.listener.get() or self.listeners[0]
+
     @property
     def advertised_host(self) -> str:
-        return self.config.advertised_host
+        lst = self._endpoint()
+        return lst.advertised_host or lst.host or self.config.host
 
     @property
     def advertised_port(self) -> int:
-        return self.config["advertised.port"] or self.port
+        lst = self._endpoint()
+        return lst.advertised_port or lst.port
 
     def end_offsets(self) -> dict[tuple[str, str, int], int]:
         """(topic, topic id, partition) -> log end offset, for the producer-state snapshot."""

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from broker import cli_admin, cli_groups, cli_records
+from broker import cli_admin, cli_groups, cli_records, cli_users
 from broker.cli_connect import CliError
 from broker.cli_format import DEFAULT_BOOTSTRAP, UsageError, parse_bootstrap, parse_key_value
 
@@ -239,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override one setting; repeatable")
     serve.add_argument("--log-level", default="WARNING")
     sub.add_parser("settings", help="list every setting with its default")
+    cli_users.add_parser(sub)
     _add_topic(sub)
     _add_group(sub)
     _add_records(sub)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker import listeners as listeners_module
+from broker.listeners import SASL_MECHANISMS, Listener, ListenerError
 from store import StoreConfig
 
 
@@ -40,6 +42,14 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "node.id": (int, 0, "this broker's node id"),
     "advertised.host": (str, "", "host put in Metadata (default: the bind host)"),
     "advertised.port": (int, 0, "port put in Metadata (default: the bound port)"),
+    "listeners": (str, "", ("NAME://HOST:PORT[,...], NAME one of PLAINTEXT, SASL_PLAINTEXT "
+                            "(default: one PLAINTEXT listener on --host/--port)")),
+    "advertised.listeners": (str, "", "NAME://HOST:PORT[,...] clients are told per listener (default: as bound)"),
+    "sasl.enabled.mechanisms": (str, "SCRAM-SHA-256,SCRAM-SHA-512",
+                                "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+    "connections.max.reauth.ms": (int, 0, "SASL session lifetime; clients re-authenticate before it ends (0: none)"),
+    "connection.failed.authentication.delay.ms": (int, 100, "delay before a failed authentication is answered"),
+    "sasl.server.max.receive.size": (int, 524288, "largest SASL token accepted before authentication"),
     "num.partitions": (int, 1, "partitions of an auto-created topic"),
     "auto.create.topics.enable": (_bool, True, "create unknown topics on Metadata/Produce"),
     "default.replication.factor": (int, 1, "reported replication factor (single broker)"),
@@ -127,6 +137,30 @@ class BrokerConfig:
             raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port must be 0-65535, got {self.port}")
+        try:
+            self.listeners()
+        except ListenerError as exc:
+            raise ConfigError(str(exc)) from None
+        unknown = [m for m in self.sasl_mechanisms() if m not in SASL_MECHANISMS]
+        if unknown:
+            raise ConfigError(f"sasl.enabled.mechanisms: {', '.join(unknown)} not supported; Gregor serves "
+                              f"{', '.join(SASL_MECHANISMS)}")
+        if any(lst.sasl for lst in self.listeners()) and not self.sasl_mechanisms():
+            raise ConfigError("sasl.enabled.mechanisms is empty but a SASL listener is configured")
+        if self.values["connections.max.reauth.ms"] < 0:
+            raise ConfigError("connections.max.reauth.ms must be 0 or more")
+
+    def listeners(self) -> list[Listener]:
+        """The listeners to open, with what clients are told; without `listeners`, one PLAINTEXT
+        listener on --host/--port, advertised as advertised.host/advertised.port say."""
+        text = self.values["listeners"]
+        if not text.strip():
+            return [Listener("PLAINTEXT", self.host, self.port, self.values["advertised.host"],
+                             self.values["advertised.port"])]
+        return listeners_module.with_advertised(listeners_module.parse(text), self.values["advertised.listeners"])
+
+    def sasl_mechanisms(self) -> tuple[str, ...]:
+        return tuple(m.strip().upper() for m in self.values["sasl.enabled.mechanisms"].split(",") if m.strip())
 
     @property
     def advertised_host(self) -> str:

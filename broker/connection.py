@@ -16,7 +16,11 @@ import trio
 from broker.broker import Broker
 from broker.handlers import dispatch
 from broker.handlers.produce import DurableResponse
-from broker.peer import peer_host
+from broker.handlers.sasl import AuthenticationFailure, authenticate
+from broker.listeners import Listener, SaslSession
+from broker.peer import listener as peer_listener
+from broker.peer import peer_host, sasl_session
+from broker.sasl import AuthenticationFailed
 from protocol.api_versions import API_VERSIONS_KEY
 from protocol.codec import (
     MalformedRequest,
@@ -33,7 +37,7 @@ MAX_RESPONSES_IN_FLIGHT = 64  # answers queued behind a group commit before read
 IOV_BATCH = 512  # buffers per sendmsg call; Linux allows 1024 (IOV_MAX)
 
 
-async def serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
+async def serve_connection(broker: Broker, listener: Listener, stream: trio.SocketStream) -> None:
     peer = _peer(stream)
     ip = peer.rsplit(":", 1)[0]
     refusal = broker.connections.admit(ip)
@@ -42,13 +46,16 @@ async def serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
         await stream.aclose()
         return
     try:
-        await _serve(broker, stream, peer)
+        await _serve(broker, listener, stream, peer)
     finally:
         broker.connections.release(ip)
 
 
-async def _serve(broker: Broker, stream: trio.SocketStream, peer: str) -> None:
+async def _serve(broker: Broker, listener: Listener, stream: trio.SocketStream, peer: str) -> None:
     peer_host.set("/" + peer.rsplit(":", 1)[0])
+    peer_listener.set(listener)
+    if listener.sasl:
+        sasl_session.set(SaslSession(broker.config.sasl_mechanisms(), broker.config["connections.max.reauth.ms"]))
     responses, to_send = trio.open_memory_channel(MAX_RESPONSES_IN_FLIGHT)
     try:
         async with trio.open_nursery() as nursery:
@@ -83,6 +90,10 @@ async def _read_requests(broker: Broker, stream: trio.SocketStream, peer: str,
                     continue
                 answer = await _answer(broker, frame, peer)
                 if answer is not None:
+                    if answer[1] is CLOSE_AFTER:  # the sender writes it, then the connection closes
+                        await responses.send((answer[0], None))
+                        log.info("closing %s: SASL authentication failed", peer)
+                        return
                     await responses.send(answer)
         except (FrameError, _CloseConnection) as exc:
             log.info("closing %s: %s", peer, exc)
@@ -134,18 +145,32 @@ class _CloseConnection(Exception):
     pass
 
 
+CLOSE_AFTER = object()  # an answer after which the connection closes (a failed authentication)
+
+
 async def _answer(broker: Broker, frame: bytes, peer: str) -> tuple[bytes, Any] | None:
     """(response bytes, awaitable to finish first or None), or None when no answer is due."""
+    session = sasl_session.get()
+    if session is not None and session.raw_tokens:  # after SaslHandshake v0: a bare SASL token
+        return await _raw_token(broker, session, frame, peer), None
     try:
         request = decode_request(frame)
     except MalformedRequest as exc:
         raise _CloseConnection(str(exc)) from None
+    if session is not None:
+        refusal = session.refusal(request.header.api_key, trio.current_time() * 1000)
+        if refusal:  # Kafka closes the connection, answering nothing
+            raise _CloseConnection(refusal)
     if isinstance(request, UnsupportedRequest):
         if request.header.api_key == API_VERSIONS_KEY:
             return unsupported_api_versions_response(request.header), None
         raise _CloseConnection(f"unsupported version {request.header.api_version} of api {request.header.api_key}")
     try:
         body = await dispatch(broker, request)
+        if isinstance(body, AuthenticationFailure):  # sent, then this connection closes
+            if body.body is None:
+                raise _CloseConnection("oversized SASL token")
+            return encode_response(request.header, body.body), CLOSE_AFTER
         if body is None:  # acks=0 produce
             broker.metrics.request(request.spec.name, len(frame), 0)
             return None
@@ -156,10 +181,22 @@ async def _answer(broker: Broker, frame: bytes, peer: str) -> tuple[bytes, Any] 
         size = int.from_bytes(response[0][:4], "big") + 4 if isinstance(response, list) else len(response)
         broker.metrics.request(request.spec.name, len(frame), size)
         return response, None
+    except _CloseConnection:
+        raise
     except Exception:
         log.exception("handler bug on %s v%d from %s (client %r)", request.spec.name,
                       request.header.api_version, peer, request.header.client_id)
         raise _CloseConnection("internal error") from None
+
+
+async def _raw_token(broker: Broker, session, frame: bytes, peer: str) -> bytes:
+    """A SASL token framed by its length alone (SaslHandshake v0, KIP-43); a failed one closes
+    the connection with no answer, as Kafka does before KIP-152."""
+    try:
+        token = await authenticate(broker, session, frame)
+    except AuthenticationFailed as exc:
+        raise _CloseConnection(f"authentication failed: {exc}") from None
+    return len(token).to_bytes(4, "big") + token
 
 
 def _after_flush(broker: Broker, request, pending: DurableResponse, frame_size: int):

@@ -42,14 +42,19 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
         broker = Broker(config, store, await trio.to_thread.run_sync(_cluster_id, config.data_dir))
         replayed = await trio.to_thread.run_sync(restore, broker.producers, store)
         log.info("idempotent-producer state restored (%d batches replayed)", replayed)
-        listeners = await trio.open_tcp_listeners(config.port, host=config.host)
-        broker.port = listeners[0].socket.getsockname()[1]
+        opened = []  # (Listener with its bound port, trio listeners)
+        for lst in broker.listeners:
+            sockets = await trio.open_tcp_listeners(lst.port, host=lst.host or None)
+            opened.append((lst.with_port(sockets[0].socket.getsockname()[1]), sockets))
+        broker.listeners = [lst for lst, _ in opened]
+        broker.port = broker.listeners[0].port
         async with trio.open_nursery() as nursery:
             if broker.coordinator is not None:
                 nursery.start_soon(broker.coordinator.run)
             nursery.start_soon(_snapshot_producers_periodically, broker)
-            nursery.start_soon(partial(trio.serve_listeners, partial(serve_connection, broker), listeners,
-                                       handler_nursery=nursery))
+            for lst, sockets in opened:
+                nursery.start_soon(partial(trio.serve_listeners, partial(serve_connection, broker, lst), sockets,
+                                           handler_nursery=nursery))
             if config.admin_port is not None:
                 admin = await nursery.start(serve_admin, broker, config.host, config.admin_port)
                 print(f"gregor admin API on http://{admin}", file=sys.stderr, flush=True)
@@ -58,7 +63,10 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
             # later. Without it, the allocations of a log-cleaner pass set off full collections of
             # 30-40 ms each, which stalled the event loop (produce p99 while cleaning; store/compaction.py).
             gc.freeze()
-            print(f"gregor ready: listening on {config.host}:{broker.port} "
+            if config["listeners"].strip():
+                for lst in broker.listeners:
+                    print(f"gregor listener {lst.name}://{lst.host}:{lst.port}", file=sys.stderr, flush=True)
+            print(f"gregor ready: listening on {broker.listeners[0].host or config.host}:{broker.port} "
                   f"(node {broker.node_id}, data dir {config.data_dir})", file=sys.stderr, flush=True)
             task_status.started(broker)
     finally:

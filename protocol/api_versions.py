@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kafka.protocol import admin, consumer, metadata, producer
+from kafka.protocol import admin, consumer, metadata, producer, sasl
 from kafka.protocol.api_message import ApiMessage
 
 
@@ -58,6 +58,10 @@ API_SPECS: dict[int, ApiSpec] = {s.api_key: s for s in (
     _spec(admin.CreatePartitionsRequest, admin.CreatePartitionsResponse, 0, 3),
     _spec(admin.DeleteGroupsRequest, admin.DeleteGroupsResponse, 0, 2),
     _spec(admin.DescribeClusterRequest, admin.DescribeClusterResponse, 0, 1),
+    _spec(sasl.SaslHandshakeRequest, sasl.SaslHandshakeResponse, 0, 1),
+    _spec(sasl.SaslAuthenticateRequest, sasl.SaslAuthenticateResponse, 0, 2),
+    _spec(admin.DescribeUserScramCredentialsRequest, admin.DescribeUserScramCredentialsResponse, 0, 0),
+    _spec(admin.AlterUserScramCredentialsRequest, admin.AlterUserScramCredentialsResponse, 0, 0),
 )}
 
 API_VERSIONS_KEY = 18

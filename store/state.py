@@ -37,6 +37,7 @@ STATE_META = TopicMeta(STATE_TOPIC, 1, {"key.index.enable": "false"}, STATE_TOPI
 VALUE_VERSION = 1
 
 TOPIC, OFFSET, PRODUCER = b"T", b"O", b"P"
+CREDENTIAL = b"C"  # + u8 SCRAM mechanism (1: SHA-256, 2: SHA-512) + UTF-8 user: broker/sasl.py's value
 PRODUCER_IDS = b"P\x01"
 PRODUCER_SNAPSHOT = b"P\x02"
 
@@ -136,6 +137,12 @@ def encode_batch(records: Iterable[Record], now_ms: int) -> bytes:
     for i, (key, value) in enumerate(records):
         builder.append(i, timestamp=now_ms, key=key, value=value, headers=[])
     return bytes(builder.build())
+
+
+def credential_key(mechanism: int, user: str) -> bytes:
+    """The state key of a user's SCRAM credential for one mechanism (Kafka's type: 1 = SCRAM-SHA-256,
+    2 = SCRAM-SHA-512)."""
+    return CREDENTIAL + bytes([mechanism]) + user.encode()
 
 
 def decode_batch(batch: bytes | bytearray | memoryview, base_offset: int) -> Iterator[tuple[int, bytes, bytes | None]]:

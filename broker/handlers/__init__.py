@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.broker import Broker
-from broker.handlers import api_versions, configs, fetch, groups, metadata, produce, topics
+from broker.handlers import api_versions, configs, fetch, groups, metadata, produce, sasl, topics
 from protocol.codec import Request
 
 Handler = Callable[[Broker, Request], Awaitable[Any]]
@@ -27,6 +27,7 @@ HANDLERS: dict[int, Handler] = {
     14: groups.handle_sync_group,
     15: groups.handle_describe_groups,
     16: groups.handle_list_groups,
+    17: sasl.handle_sasl_handshake,
     18: api_versions.handle_api_versions,
     19: topics.handle_create_topics,
     20: topics.handle_delete_topics,
@@ -34,10 +35,13 @@ HANDLERS: dict[int, Handler] = {
     22: produce.handle_init_producer_id,
     23: fetch.handle_offset_for_leader_epoch,
     32: topics.handle_describe_configs,
+    36: sasl.handle_sasl_authenticate,
     33: configs.handle_alter_configs,
     37: topics.handle_create_partitions,
     42: groups.handle_delete_groups,
     44: configs.handle_alter_configs,
+    50: sasl.handle_describe_user_scram_credentials,
+    51: sasl.handle_alter_user_scram_credentials,
     60: metadata.handle_describe_cluster,
 }
 

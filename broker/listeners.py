@@ -1,0 +1,113 @@
+"""Listeners with Kafka's syntax (`listeners`, `advertised.listeners`), and the per-connection
+SASL session a SASL listener's connections go through before any other request.
+
+Owns parsing the settings into Listener values and the session's state machine (KIP-43 and
+KIP-152: SaslHandshake, then SaslAuthenticate, or raw tokens after a v0 handshake; KIP-368
+re-authentication). The SASL mechanisms themselves are broker/sasl.py's; the requests are
+answered by broker/handlers/sasl.py. Never does I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")  # broker/sasl.py serves these
+_LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/\[\]]*):(\d+)$")
+
+SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY, API_VERSIONS_KEY = 17, 36, 18
+
+
+class ListenerError(ValueError):
+    """A `listeners` or `advertised.listeners` value Gregor cannot serve; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str  # also its security protocol (Kafka's default listener.security.protocol.map)
+    host: str  # "" binds every interface
+    port: int  # 0: any free port
+    advertised_host: str = ""
+    advertised_port: int = 0
+
+    @property
+    def sasl(self) -> bool:
+        return self.name.startswith("SASL_")
+
+    def with_port(self, port: int) -> Listener:
+        return Listener(self.name, self.host, port, self.advertised_host, self.advertised_port)
+
+    def url(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def parse(text: str, setting: str = "listeners") -> list[Listener]:
+    """`NAME://HOST:PORT[,NAME://HOST:PORT...]`; NAME is a security protocol. TLS listeners are
+    refused (not built yet), as are two listeners of one name."""
+    out: list[Listener] = []
+    for item in (s.strip() for s in text.split(",")):
+        if not item:
+            continue
+        m = _LISTENER.match(item)
+        if m is None:
+            raise ListenerError(f"{setting}: expected NAME://HOST:PORT, got {item!r}")
+        name, host, port = m.group(1).upper(), m.group(2).strip("[]"), int(m.group(3))
+        if name not in SECURITY_PROTOCOLS:
+            raise ListenerError(f"{setting}: listener name {name} is not a security protocol "
+                                f"({', '.join(SECURITY_PROTOCOLS)}); Gregor has no listener.security.protocol.map")
+        if name in TLS_PROTOCOLS:
+            raise ListenerError(f"{setting}: {name} needs TLS, which Gregor does not serve yet; "
+                                "use PLAINTEXT or SASL_PLAINTEXT")
+        if any(listener.name == name for listener in out):
+            raise ListenerError(f"{setting}: listener {name} is given twice")
+        if not 0 <= port <= 65535:
+            raise ListenerError(f"{setting}: port {port} of {name} is not 0-65535")
+        out.append(Listener(name, host, port))
+    if not out and setting == "listeners":
+        raise ListenerError("listeners: no listener given")
+    return out
+
+
+def with_advertised(listeners: list[Listener], advertised: str) -> list[Listener]:
+    """Each listener with the address clients are told (advertised.listeners, by name)."""
+    told = {a.name: a for a in parse(advertised, "advertised.listeners")} if advertised.strip() else {}
+    unknown = set(told) - {listener.name for listener in listeners}
+    if unknown:
+        raise ListenerError(f"advertised.listeners: {', '.join(sorted(unknown))} is not in listeners")
+    return [Listener(listener.name, listener.host, listener.port, told[listener.name].host, told[listener.name].port)
+            if listener.name in told else listener for listener in listeners]
+
+
+@dataclass(slots=True)
+class SaslSession:
+    """Where one connection of a SASL listener stands. States: `handshake` (only ApiVersions
+    and SaslHandshake), `authenticate` (SaslAuthenticate, or raw tokens after a v0
+    handshake), `done` (every request; SaslHandshake starts a re-authentication)."""
+
+    enabled: tuple[str, ...]
+    lifetime_ms: int  # connections.max.reauth.ms (0: sessions do not expire)
+    state: str = "handshake"
+    mechanism: str = ""
+    raw_tokens: bool = False  # SaslHandshake v0: the next frames are bare SASL tokens
+    authenticator: object | None = None
+    user: str | None = None  # the authenticated user (principal User:<user>)
+    expires_ms: float | None = None  # monotonic ms after which only re-authentication is served
+    reauthenticating: bool = False
+    failures: list[float] = field(default_factory=list)
+
+    def refusal(self, api_key: int, now_ms: float) -> str | None:
+        """Why this request may not be served now (the connection is then closed, as Kafka
+        closes it), or None."""
+        if self.state == "handshake":
+            if api_key in (API_VERSIONS_KEY, SASL_HANDSHAKE_KEY):
+                return None
+            return f"Unexpected Kafka request of type {api_key} during SASL handshake."
+        if self.state == "authenticate":
+            if api_key == SASL_AUTHENTICATE_KEY:
+                return None
+            return f"Unexpected Kafka request of type {api_key} during SASL authentication."
+        if self.expires_ms is not None and now_ms >= self.expires_ms and api_key != SASL_HANDSHAKE_KEY:
+            return "the SASL session expired (connections.max.reauth.ms) and was not re-authenticated"
+        return None
