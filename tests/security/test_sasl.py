@@ -156,12 +156,15 @@ def test_kcat_produces_and_consumes_over_sasl(broker, topic, mechanism):
 
 @pytest.mark.clients
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_kafka_python_with_a_wrong_password_is_refused_with_the_brokers_reason(broker, mechanism, caplog):
-    # kafka-python 3.0 keeps retrying the bootstrap connection; the refusal shows in its log.
+def test_kafka_python_with_a_wrong_password_never_gets_past_bootstrap(broker, mechanism, caplog):
+    # kafka-python 3.0.12 retries the bootstrap connection until its timeout instead of raising the
+    # refusal, and often handles the close before the answer that came with it (seen against Kafka):
+    # its log cannot be relied on to hold the reason. The wire tests below check the answer itself.
     with caplog.at_level(logging.WARNING, logger="kafka"), pytest.raises(KafkaTimeoutError):
         KafkaConsumer(bootstrap_servers=broker.listeners["SASL_PLAINTEXT"], bootstrap_timeout_ms=3000,
                       **kafka_python_sasl(mechanism, "wrong"))
-    assert f"SaslAuthenticationFailedError: {REFUSED[mechanism]}" in caplog.text
+    refusals = [r.getMessage() for r in caplog.records if "SaslAuthenticationFailedError" in r.getMessage()]
+    assert all(REFUSED[mechanism] in refusal for refusal in refusals)
 
 
 @pytest.mark.clients
@@ -171,12 +174,13 @@ def test_confluent_kafka_with_a_wrong_password_reports_an_authentication_error(b
     errors = []
     producer = confluent.Producer({**confluent_sasl(broker.listeners["SASL_PLAINTEXT"], mechanism, "wrong"),
                                    "error_cb": errors.append})
+    refusals = []
     deadline = time.monotonic() + 15
-    while not errors and time.monotonic() < deadline:
+    while not refusals and time.monotonic() < deadline:
         producer.poll(0.2)
-    assert errors, "no error reported"
-    assert errors[0].code() == confluent.KafkaError._AUTHENTICATION
-    assert f"SASL authentication error: {REFUSED[mechanism]}" in errors[0].str()
+        refusals = [e.str() for e in errors if e.code() == confluent.KafkaError._AUTHENTICATION]
+    assert refusals, f"no authentication error among {[e.str() for e in errors]}"
+    assert f"SASL authentication error: {REFUSED[mechanism]}" in refusals[0]
 
 
 @pytest.mark.clients
