@@ -17,14 +17,17 @@ GREGOR, KAFKA = "gregor", "apache-kafka"
 
 
 @contextmanager
-def started(kind: str, tmp: Path, settings: dict[str, str]) -> Iterator[BrokerProcess | KafkaBroker]:
+def started(kind: str, tmp: Path, settings: dict[str, str],
+            users: list[tuple[str, str, str]] | None = None) -> Iterator[BrokerProcess | KafkaBroker]:
     """The broker `kind` started with `settings` in `tmp`; stopped and its files removed after.
-    Without Kafka's jars the test skips saying so (bin/setup-kafka names what is missing)."""
+    `users` (name, password, SCRAM mechanism) exist before the first start (Gregor: `gregor user
+    add`; Kafka: `kafka-storage format --add-scram` and PLAIN's JAAS entries). Without Kafka's
+    jars the test skips saying so (bin/setup-kafka names what is missing)."""
     if kind == GREGOR:
-        process = start_broker(tmp, **settings)
+        process = start_broker(tmp, users=users, **settings)
     else:
         try:
-            process = KafkaBroker(tmp / "kafka", settings)
+            process = KafkaBroker(tmp / "kafka", settings, users=users)
         except KafkaUnavailable as e:
             pytest.skip(f"NOT RUN against Apache Kafka: {e}")
         process.start()

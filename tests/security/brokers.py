@@ -4,16 +4,7 @@ listener, PLAIN and SCRAM enabled, and the same users created before the first s
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-
-import pytest
-
-from tests.conftest import BrokerProcess, start_broker
-from tests.oracle.both import GREGOR
-from tests.oracle.kafka_broker import KafkaBroker, KafkaUnavailable
+from tests.oracle.both import started  # noqa: F401  (re-exported for the scenarios)
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -24,22 +15,3 @@ SASL_SETTINGS = {
     "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
     "sasl.enabled.mechanisms": ",".join(MECHANISMS),
 }
-
-
-@contextmanager
-def started(kind: str, tmp: Path, settings: dict[str, str],
-            users: list[tuple[str, str, str]]) -> Iterator[BrokerProcess | KafkaBroker]:
-    """tests/oracle/both.started with SCRAM users added before the first start."""
-    if kind == GREGOR:
-        process = start_broker(tmp, users=users, **settings)
-    else:
-        try:
-            process = KafkaBroker(tmp / "kafka", settings, users=users)
-        except KafkaUnavailable as e:
-            pytest.skip(f"NOT RUN against Apache Kafka: {e}")
-        process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
