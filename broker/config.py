@@ -42,7 +42,7 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "node.id": (int, 0, "this broker's node id"),
     "advertised.host": (str, "", "host put in Metadata (default: the bind host)"),
     "advertised.port": (int, 0, "port put in Metadata (default: the bound port)"),
-    "listeners": (str, "", ("NAME://HOST:PORT[,...], NAME one of PLAINTEXT, SASL_PLAINTEXT "
+    "listeners": (str, "", ("NAME://HOST:PORT[,...], NAME one of PLAINTEXT, SASL_PLAINTEXT, SSL, SASL_SSL "
                             "(default: one PLAINTEXT listener on --host/--port)")),
     "advertised.listeners": (str, "", "NAME://HOST:PORT[,...] clients are told per listener (default: as bound)"),
     "sasl.enabled.mechanisms": (str, "SCRAM-SHA-256,SCRAM-SHA-512",
@@ -50,6 +50,12 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "connections.max.reauth.ms": (int, 0, "SASL session lifetime; clients re-authenticate before it ends (0: none)"),
     "connection.failed.authentication.delay.ms": (int, 100, "delay before a failed authentication is answered"),
     "sasl.server.max.receive.size": (int, 524288, "largest SASL token accepted before authentication"),
+    "ssl.keystore.type": (str, "PEM", "PEM only: the keystore and truststore are PEM files"),
+    "ssl.keystore.location": (str, "", "PEM file with the private key and certificate chain (SSL, SASL_SSL listeners)"),
+    "ssl.key.password": (str, "", "password of an encrypted private key in the keystore"),
+    "ssl.truststore.type": (str, "PEM", "PEM only"),
+    "ssl.truststore.location": (str, "", "PEM file of CA certificates that client certificates are checked against"),
+    "ssl.client.auth": (str, "none", "none, requested or required: client certificates (mTLS)"),
     "num.partitions": (int, 1, "partitions of an auto-created topic"),
     "auto.create.topics.enable": (_bool, True, "create unknown topics on Metadata/Produce"),
     "default.replication.factor": (int, 1, "reported replication factor (single broker)"),
@@ -82,6 +88,9 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "connections.max.idle.ms": (int, 600000, "close connections idle this long"),
     "request.timeout.ms": (int, 30000, "close a connection holding a partial frame this long"),
 }
+
+
+SENSITIVE_SETTINGS = frozenset({"ssl.key.password"})  # never in DescribeConfigs or a log
 
 
 @dataclass
@@ -145,6 +154,11 @@ class BrokerConfig:
         if unknown:
             raise ConfigError(f"sasl.enabled.mechanisms: {', '.join(unknown)} not supported; Gregor serves "
                               f"{', '.join(SASL_MECHANISMS)}")
+        if any(lst.tls for lst in self.listeners()):
+            try:
+                listeners_module.tls_context(self.values)
+            except ListenerError as exc:
+                raise ConfigError(str(exc)) from None
         if any(lst.sasl for lst in self.listeners()) and not self.sasl_mechanisms():
             raise ConfigError("sasl.enabled.mechanisms is empty but a SASL listener is configured")
         if self.values["connections.max.reauth.ms"] < 0:

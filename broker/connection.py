@@ -9,6 +9,7 @@ closes this connection; the broker keeps serving everyone else.
 from __future__ import annotations
 
 import logging
+import ssl
 from typing import Any
 
 import trio
@@ -17,7 +18,7 @@ from broker.broker import Broker
 from broker.handlers import dispatch
 from broker.handlers.produce import DurableResponse
 from broker.handlers.sasl import AuthenticationFailure, authenticate
-from broker.listeners import Listener, SaslSession
+from broker.listeners import Listener, SaslSession, ssl_principal
 from broker.peer import listener as peer_listener
 from broker.peer import peer_host, sasl_session
 from broker.sasl import AuthenticationFailed
@@ -37,7 +38,8 @@ MAX_RESPONSES_IN_FLIGHT = 64  # answers queued behind a group commit before read
 IOV_BATCH = 512  # buffers per sendmsg call; Linux allows 1024 (IOV_MAX)
 
 
-async def serve_connection(broker: Broker, listener: Listener, stream: trio.SocketStream) -> None:
+async def serve_connection(broker: Broker, listener: Listener, tls: ssl.SSLContext | None,
+                           stream: trio.SocketStream) -> None:
     peer = _peer(stream)
     ip = peer.rsplit(":", 1)[0]
     refusal = broker.connections.admit(ip)
@@ -46,7 +48,21 @@ async def serve_connection(broker: Broker, listener: Listener, stream: trio.Sock
         await stream.aclose()
         return
     try:
-        await _serve(broker, listener, stream, peer)
+        if tls is not None:
+            secure = trio.SSLStream(stream, tls, server_side=True)
+            try:
+                with trio.fail_after(broker.config["request.timeout.ms"] / 1000):
+                    await secure.do_handshake()
+            except (trio.BrokenResourceError, trio.TooSlowError, trio.ClosedResourceError) as exc:
+                # a plaintext client, a failed certificate check, a truncated handshake: this connection only
+                cause = exc.__cause__ or exc
+                log.info("closing %s: TLS handshake failed (%s)", peer, cause.__class__.__name__ + (f": {cause}" if str(cause) else ""))
+                await stream.aclose()
+                return
+            log.info("TLS from %s: principal User:%s", peer, ssl_principal(secure.getpeercert()))
+            await _serve(broker, listener, secure, peer)
+        else:
+            await _serve(broker, listener, stream, peer)
     finally:
         broker.connections.release(ip)
 
@@ -114,7 +130,10 @@ async def _send_in_order(stream: trio.SocketStream, to_send: trio.MemoryReceiveC
                 if durable is not None:
                     response = await durable()
                 if isinstance(response, list):
-                    await _send_buffers(stream.socket, response)
+                    if isinstance(stream, trio.SSLStream):  # no zero-copy through TLS: one encrypted write
+                        await stream.send_all(b"".join(response))
+                    else:
+                        await _send_buffers(stream.socket, response)
                 else:
                     await stream.send_all(response)
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):

@@ -1,7 +1,8 @@
 """Listeners with Kafka's syntax (`listeners`, `advertised.listeners`), and the per-connection
 SASL session a SASL listener's connections go through before any other request.
 
-Owns parsing the settings into Listener values and the session's state machine (KIP-43 and
+Owns parsing the settings into Listener values, the TLS context of SSL and SASL_SSL listeners
+(Kafka's ssl.* settings, PEM files), and the session's state machine (KIP-43 and
 KIP-152: SaslHandshake, then SaslAuthenticate, or raw tokens after a v0 handshake; KIP-368
 re-authentication). The SASL mechanisms themselves are broker/sasl.py's; the requests are
 answered by broker/handlers/sasl.py. Never does I/O.
@@ -10,6 +11,7 @@ answered by broker/handlers/sasl.py. Never does I/O.
 from __future__ import annotations
 
 import re
+import ssl
 from dataclasses import dataclass, field
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
@@ -36,6 +38,10 @@ class Listener:
     def sasl(self) -> bool:
         return self.name.startswith("SASL_")
 
+    @property
+    def tls(self) -> bool:
+        return self.name in TLS_PROTOCOLS
+
     def with_port(self, port: int) -> Listener:
         return Listener(self.name, self.host, port, self.advertised_host, self.advertised_port)
 
@@ -57,9 +63,6 @@ def parse(text: str, setting: str = "listeners") -> list[Listener]:
         if name not in SECURITY_PROTOCOLS:
             raise ListenerError(f"{setting}: listener name {name} is not a security protocol "
                                 f"({', '.join(SECURITY_PROTOCOLS)}); Gregor has no listener.security.protocol.map")
-        if name in TLS_PROTOCOLS:
-            raise ListenerError(f"{setting}: {name} needs TLS, which Gregor does not serve yet; "
-                                "use PLAINTEXT or SASL_PLAINTEXT")
         if any(listener.name == name for listener in out):
             raise ListenerError(f"{setting}: listener {name} is given twice")
         if not 0 <= port <= 65535:
@@ -78,6 +81,62 @@ def with_advertised(listeners: list[Listener], advertised: str) -> list[Listener
         raise ListenerError(f"advertised.listeners: {', '.join(sorted(unknown))} is not in listeners")
     return [Listener(listener.name, listener.host, listener.port, told[listener.name].host, told[listener.name].port)
             if listener.name in told else listener for listener in listeners]
+
+
+def tls_context(values: dict) -> ssl.SSLContext:
+    """The server TLS context of SSL and SASL_SSL listeners, from Kafka's settings: a PEM
+    keystore (one file: the private key and its certificate chain, as Kafka's PEM keystore file;
+    `ssl.key.password` when the key is encrypted), a PEM truststore of CA certificates for client
+    certificates, and ssl.client.auth. Raises ListenerError with one line when it cannot be built."""
+    if values["ssl.keystore.type"].upper() != "PEM" or values["ssl.truststore.type"].upper() != "PEM":
+        raise ListenerError("ssl.keystore.type and ssl.truststore.type: Gregor reads PEM files only "
+                            "(convert a JKS or PKCS12 store with keytool/openssl)")
+    keystore = values["ssl.keystore.location"]
+    if not keystore:
+        raise ListenerError("an SSL or SASL_SSL listener needs ssl.keystore.location (a PEM file with the "
+                            "private key and the certificate chain)")
+    auth = values["ssl.client.auth"].lower()
+    if auth not in ("none", "requested", "required"):
+        raise ListenerError(f"ssl.client.auth must be none, requested or required, not {auth!r}")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2  # Kafka's ssl.enabled.protocols: TLSv1.2,TLSv1.3
+    try:
+        context.load_cert_chain(keystore, password=values["ssl.key.password"] or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise ListenerError(f"ssl.keystore.location {keystore}: cannot load its key and certificate chain "
+                            f"({exc.__class__.__name__}: {getattr(exc, 'strerror', None) or exc})") from None
+    truststore = values["ssl.truststore.location"]
+    if truststore:
+        try:
+            context.load_verify_locations(truststore)
+        except (OSError, ssl.SSLError) as exc:
+            raise ListenerError(f"ssl.truststore.location {truststore}: cannot load its certificates ({exc})") from None
+    elif auth != "none":
+        raise ListenerError(f"ssl.client.auth={auth} needs ssl.truststore.location (the CA certificates "
+                            "client certificates are checked against)")
+    context.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
+                           "required": ssl.CERT_REQUIRED}[auth]
+    return context
+
+
+_RDN_NAMES = {"commonName": "CN", "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
+              "organizationName": "O", "organizationalUnitName": "OU", "streetAddress": "STREET",
+              "domainComponent": "DC", "userId": "UID"}  # the keywords Java's RFC 2253 form uses
+
+
+def ssl_principal(cert: dict | None) -> str:
+    """Kafka's DEFAULT ssl.principal.mapping.rules: the client certificate's subject as Java's
+    X500Principal.getName() writes it (RFC 2253: most specific first, "CN=alice,OU=eng,O=acme"),
+    or ANONYMOUS without a certificate. `cert` is ssl's getpeercert() dict."""
+    subject = (cert or {}).get("subject", ())
+    if not subject:
+        return "ANONYMOUS"
+
+    def escape(value: str) -> str:
+        out = "".join("\\" + c if c in ',+"\\<>;' else c for c in value)
+        return "\\" + out if out[:1] in ("#", " ") else out
+
+    return ",".join("+".join(f"{_RDN_NAMES.get(k, k)}={escape(v)}" for k, v in rdn) for rdn in reversed(subject))
 
 
 @dataclass(slots=True)

@@ -16,6 +16,7 @@ from broker.admin_http import serve_admin
 from broker.broker import Broker, new_cluster_id
 from broker.config import BrokerConfig
 from broker.connection import serve_connection
+from broker.listeners import tls_context
 from broker.producer_state import restore, snapshot_payload, write_snapshot
 from store import Store, StoreError
 
@@ -43,6 +44,7 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
         replayed = await trio.to_thread.run_sync(restore, broker.producers, store)
         log.info("idempotent-producer state restored (%d batches replayed)", replayed)
         opened = []  # (Listener with its bound port, trio listeners)
+        tls = tls_context(config.values) if any(lst.tls for lst in broker.listeners) else None
         for lst in broker.listeners:
             sockets = await trio.open_tcp_listeners(lst.port, host=lst.host or None)
             opened.append((lst.with_port(sockets[0].socket.getsockname()[1]), sockets))
@@ -53,8 +55,8 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
                 nursery.start_soon(broker.coordinator.run)
             nursery.start_soon(_snapshot_producers_periodically, broker)
             for lst, sockets in opened:
-                nursery.start_soon(partial(trio.serve_listeners, partial(serve_connection, broker, lst), sockets,
-                                           handler_nursery=nursery))
+                handler = partial(serve_connection, broker, lst, tls if lst.tls else None)
+                nursery.start_soon(partial(trio.serve_listeners, handler, sockets, handler_nursery=nursery))
             if config.admin_port is not None:
                 admin = await nursery.start(serve_admin, broker, config.host, config.admin_port)
                 print(f"gregor admin API on http://{admin}", file=sys.stderr, flush=True)

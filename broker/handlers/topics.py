@@ -8,9 +8,9 @@ import uuid
 import trio
 
 from broker.broker import TOPIC_TO_BROKER_CONFIG, Broker, topic_name_error
-from broker.config import SETTINGS
+from broker.config import SENSITIVE_SETTINGS, SETTINGS
 from broker.handlers.configs import topic_config_problem
-from broker.topic_configs import BOOLEAN, GREGOR_TOPIC_CONFIGS, LONG, STRING, TOPIC_CONFIGS
+from broker.topic_configs import BOOLEAN, GREGOR_TOPIC_CONFIGS, LONG, PASSWORD, STRING, TOPIC_CONFIGS
 from broker.views import is_view_config, view_config_error, view_of, views_of
 from protocol.codec import Request
 from protocol.errors import ErrorCode
@@ -235,8 +235,10 @@ async def handle_describe_configs(broker: Broker, request: Request):
                     kind = BOOLEAN if isinstance(value, bool) else _TYPE_OF_SETTING.get(type(value), STRING)
                     text = str(value).lower() if isinstance(value, bool) else str(value)
                     source = STATIC_BROKER_CONFIG if setting in broker.config.explicit else DEFAULT_CONFIG
-                    entries.append(Entry(name=setting, value=text, read_only=True, config_source=source,
-                                         is_sensitive=False, synonyms=[], config_type=kind, documentation=None))
+                    sensitive = setting in SENSITIVE_SETTINGS  # as Kafka: a password's value is never sent
+                    entries.append(Entry(name=setting, value=None if sensitive else text, read_only=True,
+                                         config_source=source, is_sensitive=sensitive, synonyms=[],
+                                         config_type=PASSWORD if sensitive else kind, documentation=None))
         else:
             error, message = ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
         results.append(Result(error_code=error, error_message=message, resource_type=res.resource_type,
