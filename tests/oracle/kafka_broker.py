@@ -6,9 +6,14 @@ pytest fixtures (compat_tests, conformance, security) and by bench/run.py. Only 
 started here is ever signalled, by its PID: SIGTERM, then SIGKILL.
 
 A `listeners` setting as Gregor takes it (`PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0`,
-port 0 = any free port) gets Kafka's listener, advertised-listener and JAAS settings; users given
-as (name, password, mechanism) get SCRAM credentials at format time and PLAIN entries in the
-SASL listener's JAAS config, as Gregor's PLAIN accepts any user with a SCRAM credential.
+also SSL and SASL_SSL; port 0 = any free port) gets Kafka's listener, advertised-listener and
+security-protocol-map settings, each listener named after its protocol; users given as (name,
+password, mechanism) get SCRAM credentials at format time and PLAIN entries in every SASL
+listener's JAAS config (SASL_PLAINTEXT and SASL_SSL alike), as Gregor's PLAIN accepts any user with
+a SCRAM credential. The ssl.* settings (ssl.keystore.type=PEM, ssl.keystore.location,
+ssl.key.password, ssl.truststore.*, ssl.client.auth) pass through unchanged: Kafka applies them
+to its SSL listeners, and to SASL_SSL ones except ssl.client.auth, which Kafka takes for SASL_SSL
+only as `listener.name.sasl_ssl.ssl.client.auth` (KIP-684).
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ def _stop_leftovers() -> None:
         broker.stop(timeout=10)
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -100,6 +106,8 @@ def _bind(listeners: str) -> dict[str, str]:
     bound = {}
     for listener in listeners.split(","):
         name, address = listener.strip().split("://", 1)
+        if name not in SECURITY_PROTOCOLS:  # names double as protocols, as Gregor takes them
+            raise ValueError(f"listener {name}: the name must be one of {', '.join(SECURITY_PROTOCOLS)}")
         host, port = address.rsplit(":", 1)
         bound[name] = f"{host}:{port if int(port) else free_port()}"
     return bound
