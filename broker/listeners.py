@@ -83,11 +83,13 @@ def with_advertised(listeners: list[Listener], advertised: str) -> list[Listener
             if listener.name in told else listener for listener in listeners]
 
 
-def tls_context(values: dict) -> ssl.SSLContext:
+def tls_context(values: dict, sasl: bool = False) -> ssl.SSLContext:
     """The server TLS context of SSL and SASL_SSL listeners, from Kafka's settings: a PEM
     keystore (one file: the private key and its certificate chain, as Kafka's PEM keystore file;
     `ssl.key.password` when the key is encrypted), a PEM truststore of CA certificates for client
-    certificates, and ssl.client.auth. Raises ListenerError with one line when it cannot be built."""
+    certificates, and ssl.client.auth, which a SASL_SSL listener (`sasl`) ignores as Kafka does
+    (Kafka applies only listener.name.sasl_ssl.ssl.client.auth there: SASL authenticates).
+    Raises ListenerError with one line when it cannot be built."""
     if values["ssl.keystore.type"].upper() != "PEM" or values["ssl.truststore.type"].upper() != "PEM":
         raise ListenerError("ssl.keystore.type and ssl.truststore.type: Gregor reads PEM files only "
                             "(convert a JKS or PKCS12 store with keytool/openssl)")
@@ -98,6 +100,8 @@ def tls_context(values: dict) -> ssl.SSLContext:
     auth = values["ssl.client.auth"].lower()
     if auth not in ("none", "requested", "required"):
         raise ListenerError(f"ssl.client.auth must be none, requested or required, not {auth!r}")
+    if sasl:
+        auth = "none"
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.minimum_version = ssl.TLSVersion.TLSv1_2  # Kafka's ssl.enabled.protocols: TLSv1.2,TLSv1.3
     try:

@@ -44,7 +44,7 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
         replayed = await trio.to_thread.run_sync(restore, broker.producers, store)
         log.info("idempotent-producer state restored (%d batches replayed)", replayed)
         opened = []  # (Listener with its bound port, trio listeners)
-        tls = tls_context(config.values) if any(lst.tls for lst in broker.listeners) else None
+        contexts = {lst.name: tls_context(config.values, sasl=lst.sasl) for lst in broker.listeners if lst.tls}
         for lst in broker.listeners:
             sockets = await trio.open_tcp_listeners(lst.port, host=lst.host or None)
             opened.append((lst.with_port(sockets[0].socket.getsockname()[1]), sockets))
@@ -55,7 +55,7 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
                 nursery.start_soon(broker.coordinator.run)
             nursery.start_soon(_snapshot_producers_periodically, broker)
             for lst, sockets in opened:
-                handler = partial(serve_connection, broker, lst, tls if lst.tls else None)
+                handler = partial(serve_connection, broker, lst, contexts.get(lst.name))
                 nursery.start_soon(partial(trio.serve_listeners, handler, sockets, handler_nursery=nursery))
             if config.admin_port is not None:
                 admin = await nursery.start(serve_admin, broker, config.host, config.admin_port)
