@@ -47,6 +47,9 @@ def client(broker):
     c.close()
 
 
+NOT_LEADER_OR_FOLLOWER = 6
+
+
 def topic(client: WireClient, configs: dict[str, str] | None = None) -> str:
     name, error, message = create(client, configs)
     assert error == NONE, message
@@ -54,11 +57,18 @@ def topic(client: WireClient, configs: dict[str, str] | None = None) -> str:
 
 
 def produce(client: WireClient, version: int, name: str, records: bytes):
+    """One Produce; NOT_LEADER_OR_FOLLOWER is retried for a few seconds, as clients retry it: Kafka's
+    Metadata can name a new partition's leader a moment before that broker accepts appends."""
     P = ProduceRequest.TopicProduceData
     fields = {"transactional_id": None} if version >= 3 else {}
-    r = client.request(ProduceRequest[version](acks=1, timeout_ms=10000, topic_data=[P(name=name, partition_data=[
-        P.PartitionProduceData(index=0, records=records)])], **fields))
-    return r.responses[0].partition_responses[0]
+    deadline = time.monotonic() + 10
+    while True:
+        r = client.request(ProduceRequest[version](acks=1, timeout_ms=10000, topic_data=[P(name=name, partition_data=[
+            P.PartitionProduceData(index=0, records=records)])], **fields))
+        answer = r.responses[0].partition_responses[0]
+        if answer.error_code != NOT_LEADER_OR_FOLLOWER or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.1)
 
 
 def fetch(client: WireClient, version: int, name: str, offset: int = 0, max_bytes: int = 1 << 20):
