@@ -44,6 +44,7 @@ def _producer(spec: dict, linger_ms: float) -> Producer:
         "queue.buffering.max.messages": 500_000,
         "delivery.report.only.error": True,
         "on_delivery": _count_failure,
+        **spec.get("client", {}),  # security settings (bench/security_bench.py): SASL_SSL, CA file
     })
 
 
@@ -140,6 +141,7 @@ def _consumer(spec: dict, pauses: _FetchPauses | None = None) -> Consumer:
         return Consumer(common)
     return Consumer({
         **common,
+        **spec.get("client", {}),
         "fetch.max.bytes": 52_428_800,
         "max.partition.fetch.bytes": spec.get("partition_fetch_bytes", 1_048_576),
         "queued.max.messages.kbytes": 262_144,
