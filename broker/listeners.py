@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import ssl
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
@@ -158,7 +158,6 @@ class SaslSession:
     user: str | None = None  # the authenticated user (principal User:<user>)
     expires_ms: float | None = None  # monotonic ms after which only re-authentication is served
     reauthenticating: bool = False
-    failures: list[float] = field(default_factory=list)
 
     def refusal(self, api_key: int, now_ms: float) -> str | None:
         """Why this request may not be served now (the connection is then closed, as Kafka

@@ -2,8 +2,8 @@
 
 Owns the walk over a batch's records (as raw byte spans, never decoded into objects) and
 the rebuilt batch: it keeps the original baseOffset, lastOffsetDelta (so a consumer's next
-fetch starts after the whole original batch), baseTimestamp, maxTimestamp, timestamp type,
-producer id, epoch and base sequence; the CRC is recomputed. Because the base offset and
+fetch starts after the whole original batch), partitionLeaderEpoch, baseTimestamp,
+maxTimestamp, timestamp type, producer id, epoch and base sequence; the CRC is recomputed. Because the base offset and
 base timestamp stay, each kept record is copied byte for byte (its offset and timestamp
 deltas stay valid). The codec is kept: the kept records are compressed again with it, unless
 that does not make them smaller (then the batch goes uncompressed, as kafka-python's builder
@@ -57,7 +57,7 @@ def record_spans(buf: bytes, count: int) -> Iterator[tuple[int, int, int]]:
 
 def rebuilt(batch: bytes | bytearray | memoryview, kept: list[bytes]) -> bytearray:
     """The batch with only the `kept` records (raw spans from record_spans, in order)."""
-    (base_offset, _, _, _, _, attributes, last_delta, first_ts, max_ts, producer_id, producer_epoch,
+    (base_offset, _, leader_epoch, _, _, attributes, last_delta, first_ts, max_ts, producer_id, producer_epoch,
      base_sequence, _count) = HEADER.unpack_from(batch)
     records = b"".join(kept)
     kind = attributes & CODEC_MASK
@@ -68,7 +68,7 @@ def rebuilt(batch: bytes | bytearray | memoryview, kept: list[bytes]) -> bytearr
         else:
             attributes &= ~CODEC_MASK
     out = bytearray(HEADER_SIZE) + records
-    HEADER.pack_into(out, 0, base_offset, len(out) - 12, 0, 2, 0, attributes, last_delta, first_ts, max_ts,
+    HEADER.pack_into(out, 0, base_offset, len(out) - 12, leader_epoch, 2, 0, attributes, last_delta, first_ts, max_ts,
                      producer_id, producer_epoch, base_sequence, len(kept))
     out[17:21] = crc32c.crc32c(memoryview(out)[CRC_START:]).to_bytes(4, "big")
     return out

@@ -98,7 +98,6 @@ class Batch(NamedTuple):
     stop: int  # baseOffset + lastOffsetDelta + 1
     max_ts: int
     control: bool
-    epoch: int
 
 
 def batches(q: ConsumeQueue, commitlog, start: int, stop: int) -> Iterator[Batch]:
@@ -116,7 +115,7 @@ def batches(q: ConsumeQueue, commitlog, start: int, stop: int) -> Iterator[Batch
             continue
         fields = HEADER.unpack_from(view)
         base, last = fields[0], fields[0] + fields[6]
-        yield Batch(pos, size, view, base, last + 1, fields[8], bool(fields[5] & CONTROL_BIT), fields[2])
+        yield Batch(pos, size, view, base, last + 1, fields[8], bool(fields[5] & CONTROL_BIT))
         offset = max(offset + 1, last + 1)
 
 
@@ -194,10 +193,10 @@ class Cleaner:
         min.cleanable.dirty.ratio, or the oldest dirty record is older than max.compaction.lag.ms."""
         q = part.queue
         start, hw = q.log_start, q.high_watermark
-        dirty_from = max(part.cleaned_to, start)
-        dirty = q.count_live(dirty_from, hw)
         if part.tombstone_ts is not None and part.tombstone_ts < now_ms - policy.delete_retention_ms:
             return True  # a tombstone is due to go (Kafka: KIP-534)
+        dirty_from = max(part.cleaned_to, start)
+        dirty = q.count_live(dirty_from, hw)
         if dirty <= 1:
             return False
         if dirty >= policy.dirty_ratio * q.count_live(start, hw):
@@ -238,7 +237,7 @@ class Cleaner:
         stats.partitions += 1
         tombstone_ts = None  # the oldest tombstone kept by this pass
         drops: list[tuple[int, np.ndarray]] = []
-        moves: list[tuple[bytearray, int]] = []
+        moves: list[tuple[Partition, bytearray]] = []
         for b in batches(q, commitlog, start, clean_end):
             self._breathe()
             stats.batches_read += 1
@@ -267,10 +266,8 @@ class Cleaner:
             if not kept:
                 drops.append((b.position, live))
             else:
-                batch = rebuilt(b.view, [area[r.start:r.end] for r in kept])
-                batch[12:16] = b.epoch.to_bytes(4, "big", signed=True)
-                moves.append((batch, b.position))
-        failure = self._relocate([(part, batch) for batch, _ in moves], stats)
+                moves.append((part, rebuilt(b.view, [area[r.start:r.end] for r in kept])))
+        failure = self._relocate(moves, stats)
         if failure is not None:
             raise failure  # the batches placed are in place; the cleaner point stays
         for position, offsets in drops:  # one short hold of the append lock each: appends go on between
@@ -377,9 +374,7 @@ class Cleaner:
         kept = [r for r in recs if r.offset in alive]
         if len(kept) == len(recs):
             return bytearray(b.view)
-        batch = rebuilt(b.view, [area[r.start:r.end] for r in kept])
-        batch[12:16] = b.epoch.to_bytes(4, "big", signed=True)
-        return batch
+        return rebuilt(b.view, [area[r.start:r.end] for r in kept])
 
     def deletable_prefix(self, segments, active, delete_floor: int, ratio: float) -> int:
         """How many of the oldest segments hold no live record of a topic with `delete` in

@@ -341,15 +341,18 @@ class ConsumeQueue:
                 continue
             pick = files == index
             slots = offsets[pick] - int(index) * per_file
+            new_tags = 0 if tags is None or not size else tags[pick]
             if old_position >= 0:
                 still = arr["pos"][slots] == old_position
                 slots = slots[still]
+                if tags is not None and size:
+                    new_tags = new_tags[still]
             if not len(slots):
                 continue
             block = arr[slots]
             block["pos"] = position if size else 0
             block["size"] = size
-            block["tag"] = 0 if tags is None or not size else (tags[pick][still] if old_position >= 0 else tags[pick])
+            block["tag"] = new_tags
             arr[slots] = block
             changed += len(slots)
         return changed

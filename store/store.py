@@ -205,13 +205,11 @@ class Store:
 
     def _restore_cleaner_points(self, ckpt: Checkpoint) -> None:
         """Each compacted partition's cleaner point as the checkpoint saved it: after a restart
-        the cleaner goes on from there instead of cleaning every partition from its log start."""
+        the cleaner goes on from there instead of cleaning every partition from its log start.
+        (Recovery has marked the partitions the cleaner touched: recovery._with_epochs.)"""
         for part in self._all_partitions():
             saved = ckpt.cleaned.get(queue_key(str(uuid.UUID(bytes=part.topic_id)), part.index))
-            if saved is None:
-                continue
-            part.relocated = True
-            if part.compacted:
+            if saved is not None and part.compacted:
                 part.cleaned_to = min(saved[0], part.queue.high_watermark)
                 part.tombstone_ts = saved[1]
 
