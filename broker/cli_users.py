@@ -8,6 +8,7 @@ and points to AlterUserScramCredentials (`kafka-configs --alter --add-config
 from __future__ import annotations
 
 import argparse
+from contextlib import closing
 from pathlib import Path
 from typing import TextIO
 
@@ -38,11 +39,12 @@ def add_parser(sub) -> None:
         p.add_argument("--data-dir", required=True, help="the broker's data directory (the broker stopped)")
 
 
-def _open(data_dir: str) -> Store:
+def _open(data_dir: str) -> closing[Store]:
+    """The store, for a `with` block that closes it (and releases the data dir's .lock)."""
     from broker.config import BrokerConfig
 
     try:
-        return Store.open(Path(data_dir), BrokerConfig(data_dir=Path(data_dir)).store_config())
+        return closing(Store.open(Path(data_dir), BrokerConfig(data_dir=Path(data_dir)).store_config()))
     except StoreError as exc:
         raise CliError(f"cannot open {data_dir}: {exc}") from None
 
@@ -53,35 +55,25 @@ def add_user(args: argparse.Namespace, out: TextIO) -> int:
     if not MIN_ITERATIONS <= args.iterations <= MAX_ITERATIONS:
         raise CliError(f"user add: --iterations must be {MIN_ITERATIONS}-{MAX_ITERATIONS}, as Kafka requires")
     credential = new_credential(args.mechanism, args.password, args.iterations)
-    store = _open(args.data_dir)
-    try:
+    with _open(args.data_dir) as store:
         store.write_state([(credential_key(MECHANISM_CODES[args.mechanism], args.name), encode_credential(credential))])
-    finally:
-        store.close()
     out.write(f"user {args.name}: {args.mechanism} credential stored ({args.iterations} iterations)\n")
     return 0
 
 
 def delete_user(args: argparse.Namespace, out: TextIO) -> int:
-    store = _open(args.data_dir)
-    try:
+    with _open(args.data_dir) as store:
         key = credential_key(MECHANISM_CODES[args.mechanism], args.name)
         if store.state_value(key) is None:
             raise CliError(f"user delete: {args.name} has no {args.mechanism} credential")
         store.write_state([(key, None)])
-    finally:
-        store.close()
     out.write(f"user {args.name}: {args.mechanism} credential removed\n")
     return 0
 
 
 def list_users(args: argparse.Namespace, out: TextIO) -> int:
-    store = _open(args.data_dir)
-    try:
-        rows = sorted((key[2:].decode(), MECHANISM_NAMES.get(key[1], str(key[1])),
-                       decode_credential(MECHANISM_NAMES[key[1]], value).iterations)
+    with _open(args.data_dir) as store:
+        rows = sorted((key[2:].decode(), MECHANISM_NAMES[key[1]], decode_credential(MECHANISM_NAMES[key[1]], value).iterations)
                       for key, value in store.state_items(CREDENTIAL) if key[1] in MECHANISM_NAMES)
-    finally:
-        store.close()
     out.writelines(f"{name}\t{mechanism}\titerations={iterations}\n" for name, mechanism, iterations in rows)
     return 0

@@ -13,22 +13,10 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
 from tests.apps.kafka_apps import ConnectWorker, apps_libs
-from tests.oracle.both import GREGOR, KAFKA, started
 
 pytestmark = pytest.mark.apps
 
-# A small cleaner backoff, so that Connect's compacted topics are really cleaned while it runs.
-SETTINGS = {"group.initial.rebalance.delay.ms": "0", "log.cleaner.backoff.ms": "500"}
 TOPIC = "file-lines"
-
-
-@pytest.fixture(params=[GREGOR, KAFKA])
-def broker(request, tmp_path):
-    apps_libs()  # skips before any broker starts
-    (tmp_path / "broker").mkdir()
-    with started(request.param, tmp_path / "broker", SETTINGS) as b:
-        yield b
-        (tmp_path / "broker.log").write_text(b.log())  # the broker's files go; a failed test's log stays
 
 
 def _wait_for_lines(sink: Path, expected: list[str], worker: ConnectWorker, timeout: float = 60.0) -> None:

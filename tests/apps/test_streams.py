@@ -25,25 +25,13 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 
 from tests.apps.kafka_apps import WordCountApp, apps_libs, compile_word_count, words
-from tests.oracle.both import GREGOR, KAFKA, started
 
 pytestmark = pytest.mark.apps
 
-# A small cleaner backoff, so that the changelog is really compacted before the app restores from it.
-SETTINGS = {"group.initial.rebalance.delay.ms": "0", "log.cleaner.backoff.ms": "500"}
 APP, INPUT, OUTPUT = "wordcount", "lines", "word-counts"
 REPARTITION, CHANGELOG = f"{APP}-counts-repartition", f"{APP}-counts-changelog"
 VOCABULARY = ["kafka", "gregor", "stream", "table", "store", "topic", "queue", "commit", "offset", "batch",
               "record", "segment", "index", "leader", "epoch", "group", "member", "fetch", "produce", "clean"]
-
-
-@pytest.fixture(params=[GREGOR, KAFKA])
-def broker(request, tmp_path):
-    apps_libs()  # skips before any broker starts
-    (tmp_path / "broker").mkdir()
-    with started(request.param, tmp_path / "broker", SETTINGS) as b:
-        yield b
-        (tmp_path / "broker.log").write_text(b.log())  # the broker's files go; a failed test's log stays
 
 
 def _lines(seed: int, count: int) -> list[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import socket
 import ssl
-import time
 from dataclasses import dataclass
 
 import pytest
@@ -23,6 +22,7 @@ from tests.oracle.both import GREGOR, KAFKA, started
 from tests.security.brokers import PASSWORD, USER, USERS
 from tests.security.sasl_wire import NONE, SASL_AUTHENTICATION_FAILED, authenticate
 from tests.security.test_sasl import VALUES, kafka_python_consume, kafka_python_produce
+from tests.security.test_sasl import confluent_round_trip as confluent_values
 from tests.security.tls import (
     Certificates,
     TlsWireClient,
@@ -134,22 +134,7 @@ def kafka_python_round_trip(address: str, topic: str, certs: Certificates, secur
 
 
 def confluent_round_trip(address: str, topic: str, certs: Certificates, security: Security) -> list[bytes]:
-    confluent = pytest.importorskip("confluent_kafka")
-    config = {"bootstrap.servers": address, "log_level": 0, **librdkafka_config(certs, security)}
-    producer = confluent.Producer(config)
-    for value in VALUES:
-        producer.produce(topic, value)
-    assert producer.flush(20) == 0
-    consumer = confluent.Consumer({**config, "group.id": f"{topic}-reader", "enable.auto.commit": False})
-    consumer.assign([confluent.TopicPartition(topic, 0, confluent.OFFSET_BEGINNING)])
-    values: list[bytes] = []
-    deadline = time.monotonic() + 20
-    while len(values) < len(VALUES) and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is not None and message.error() is None:
-            values.append(message.value())
-    consumer.close()
-    return values
+    return confluent_values({"bootstrap.servers": address, "log_level": 0, **librdkafka_config(certs, security)}, topic)
 
 
 def java_round_trip(address: str, topic: str, certs: Certificates, security: Security) -> list[bytes]:

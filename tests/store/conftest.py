@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -66,6 +72,27 @@ def crash_to(data_dir: Path, checkpoint: bytes) -> None:
     `checkpoint` was saved (derived files hold more than it says, as after a real crash)."""
     (data_dir / "checkpoint").write_bytes(checkpoint)
     (data_dir / "clean_shutdown").unlink()
+
+
+def kill_at_random(module: str, data_dir: Path, rng, low: float, high: float) -> list[str]:
+    """Run `python -m MODULE DATA_DIR` (a writer that prints each append once it is durable),
+    SIGKILL it a random `low`..`high` seconds after its first line (start-up time varies with
+    machine load, so a fixed delay could kill it before its first append), and return the
+    lines it printed; a line cut by the kill may be among them."""
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    proc = subprocess.Popen([sys.executable, "-m", module, str(data_dir)], cwd=root, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        assert ready, f"{module} printed nothing within 120 s"
+        first = proc.stdout.readline()
+        time.sleep(rng.uniform(low, high))
+    finally:
+        proc.send_signal(signal.SIGKILL)
+    out, err = proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, err.decode()
+    return (first + out).decode().splitlines()
 
 
 def tiny_config(**overrides) -> StoreConfig:

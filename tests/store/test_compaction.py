@@ -11,7 +11,7 @@ import pytest
 
 from store import Store
 from store.records import decode
-from tests.store.conftest import append, build_batch, crash_to, saved_checkpoint, tiny_config
+from tests.store.conftest import append, build_batch, crash_to, kill_at_random, saved_checkpoint, tiny_config
 
 COMPACT = {"cleanup.policy": "compact", "key.index.enable": "false"}
 
@@ -165,34 +165,14 @@ def test_sigkill_while_cleaning_and_carrying_loses_no_latest_value(tmp_path):
     segments) until SIGKILLed at a random moment, 15 times. After each kill the store opens,
     every record it serves sits at its own offset, and for every key the newest acknowledged
     record is there, or a newer one of the same key."""
-    import os
-    import select
-    import signal
-    import subprocess
-    import sys
-    from pathlib import Path
-
     from tests.store.compaction_crash_writer import config
 
-    root = Path(__file__).resolve().parents[2]
     data_dir = tmp_path / "data"
     latest: dict[bytes, int] = {}  # key -> newest acknowledged offset
     acked_end = 0
     rng = random.Random(11)
-    env = dict(os.environ, PYTHONPATH=str(root))
     for _ in range(15):
-        proc = subprocess.Popen([sys.executable, "-m", "tests.store.compaction_crash_writer", str(data_dir)],
-                                cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            ready, _, _ = select.select([proc.stdout], [], [], 120)
-            assert ready, "the writer printed nothing within 120 s"
-            first = proc.stdout.readline()
-            time.sleep(rng.uniform(0.1, 0.8))
-        finally:
-            proc.send_signal(signal.SIGKILL)
-        out, err = proc.communicate()
-        assert proc.returncode == -signal.SIGKILL, err.decode()
-        for line in (first + out).decode().splitlines():
+        for line in kill_at_random("tests.store.compaction_crash_writer", data_dir, rng, 0.1, 0.8):
             parts = line.split()
             if len(parts) == 2:
                 base, keys = int(parts[0]), parts[1].encode().split(b",")

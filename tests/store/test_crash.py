@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import random
-import select
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,9 +10,8 @@ import pytest
 from protocol.record_batch import parse_header
 from store import Store, StoreConfig
 from store.records import decode
+from tests.store.conftest import kill_at_random
 from tests.store.crash_writer import PARTITIONS
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _check(data_dir: Path, acked: dict[int, int]) -> None:
@@ -55,22 +48,8 @@ def test_sigkill_never_loses_acknowledged_appends(tmp_path):
     data_dir = tmp_path / "data"
     acked: dict[int, int] = {}
     rng = random.Random(7)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
     for _ in range(20):
-        proc = subprocess.Popen([sys.executable, "-m", "tests.store.crash_writer", str(data_dir)],
-                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            # Kill at a random moment after the writer has started acknowledging (start-up time
-            # varies with machine load, so a fixed delay could kill it before its first append).
-            ready, _, _ = select.select([proc.stdout], [], [], 120)
-            assert ready, "crash writer printed nothing within 120 s"
-            first = proc.stdout.readline()
-            time.sleep(rng.uniform(0.05, 0.6))
-        finally:
-            proc.send_signal(signal.SIGKILL)
-        out, err = proc.communicate()
-        assert proc.returncode == -signal.SIGKILL, err.decode()
-        for line in (first + out).decode().splitlines():
+        for line in kill_at_random("tests.store.crash_writer", data_dir, rng, 0.05, 0.6):
             parts = line.split()
             if len(parts) == 3:  # a line cut by the kill was never fully acknowledged
                 p, _, last = map(int, parts)
