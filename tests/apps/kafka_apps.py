@@ -166,21 +166,10 @@ class ConnectWorker:
     def stop(self, grace: float = 60.0) -> int | None:
         """SIGTERM (Connect stops its connectors, commits their offsets and leaves the group); the
         exit code, or None when the worker had to be killed after `grace` seconds."""
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            stop_process(self.proc, grace=1)
-            return None
+        return _signal_and_wait(self.proc, signal.SIGTERM, grace)
 
     def log(self) -> str:
-        text = ""
-        for path in (self.work_dir / "stdout.log", self.log_path):
-            if path.exists():
-                text += path.read_text(errors="replace")
-        return text
+        return _read_logs(self.work_dir / "stdout.log", self.log_path)
 
 
 def compile_word_count(libs: Path, classes: Path) -> Path:
@@ -234,23 +223,28 @@ class WordCountApp:
 
     def stop(self, sig: int = signal.SIGTERM, grace: float = 60.0) -> int | None:
         """Signal the app; its exit code, or None when it had to be killed after `grace` seconds."""
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else None
-        self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            stop_process(self.proc, grace=1)
-            return None
+        return _signal_and_wait(self.proc, sig, grace)
 
     def log(self) -> str:
-        text = ""
-        for path in (self.stdout_path, self.log_path):
-            if path.exists():
-                text += path.read_text(errors="replace")
-        return text
+        return _read_logs(self.stdout_path, self.log_path)
 
 
 def words(lines: list[str]) -> Counter:
     """What WordCount counts in `lines` (Java's split on \\W+, which is ASCII-only)."""
     return Counter(w for line in lines for w in re.split(r"\W+", line.lower(), flags=re.ASCII) if w)
+
+
+def _signal_and_wait(proc: subprocess.Popen | None, sig: int, grace: float) -> int | None:
+    """Signal a JVM we started; its exit code, or None when it had to be killed after `grace` s."""
+    if proc is None or proc.poll() is not None:
+        return proc.returncode if proc else None
+    proc.send_signal(sig)
+    try:
+        return proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        stop_process(proc, grace=1)
+        return None
+
+
+def _read_logs(*paths: Path) -> str:
+    return "".join(path.read_text(errors="replace") for path in paths if path.exists())
