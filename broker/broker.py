@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import trio
 
 from broker import peer
+from broker.auth_limit import FailedAuthentications
 from broker.config import BrokerConfig
 from broker.group_coordinator import GroupCoordinator
 from broker.listeners import Listener
@@ -107,6 +108,8 @@ class Broker:
         self.listeners: list[Listener] = config.listeners()  # ports replaced by the bound ones
         self.appends = AppendSignals()
         self.connections = ConnectionCounts(config["max.connections"], config["max.connections.per.ip"])
+        self.failed_authentications = FailedAuthentications(config["failed.authentication.limit"],
+                                                            config["failed.authentication.window.ms"])
         self.producers = ProducerStateTable(store)
         self.coordinator = GroupCoordinator.from_config(config, store.offsets)
         store.subscribe_appends(self.appends.notify)

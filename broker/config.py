@@ -56,6 +56,10 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "ssl.truststore.type": (str, "PEM", "PEM only"),
     "ssl.truststore.location": (str, "", "PEM file of CA certificates that client certificates are checked against"),
     "ssl.client.auth": (str, "none", "none, requested or required: client certificates (mTLS)"),
+    "failed.authentication.limit": (int, 10, ("failed authentications from one address within "
+                                              "failed.authentication.window.ms before its new connections "
+                                              "are refused until the window passes (0: no limit)")),
+    "failed.authentication.window.ms": (int, 60000, "window of failed.authentication.limit"),
     "num.partitions": (int, 1, "partitions of an auto-created topic"),
     "auto.create.topics.enable": (_bool, True, "create unknown topics on Metadata/Produce"),
     "default.replication.factor": (int, 1, "reported replication factor (single broker)"),

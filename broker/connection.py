@@ -42,6 +42,12 @@ async def serve_connection(broker: Broker, listener: Listener, tls: ssl.SSLConte
                            stream: trio.SocketStream) -> None:
     peer = _peer(stream)
     ip = peer.rsplit(":", 1)[0]
+    refused = broker.failed_authentications.refusal(ip, trio.current_time() * 1000)
+    if refused is not None:  # closed unanswered; reported once a window, so a client in a retry loop cannot flood the log
+        log.log(logging.WARNING if refused.first else logging.DEBUG, "refusing connection from %s: %s", peer,
+                refused.reason)
+        await stream.aclose()
+        return
     refusal = broker.connections.admit(ip)
     if refusal:
         log.warning("refusing connection from %s: %s", peer, refusal)
@@ -56,6 +62,8 @@ async def serve_connection(broker: Broker, listener: Listener, tls: ssl.SSLConte
             except (trio.BrokenResourceError, trio.TooSlowError, trio.ClosedResourceError) as exc:
                 # a plaintext client, a failed certificate check, a truncated handshake: this connection only
                 cause = exc.__cause__ or exc
+                if _certificate_refused(cause):
+                    broker.failed_authentications.record(ip, trio.current_time() * 1000)
                 log.info("closing %s: TLS handshake failed (%s)", peer, cause.__class__.__name__ + (f": {cause}" if str(cause) else ""))
                 await stream.aclose()
                 return
@@ -229,6 +237,13 @@ def _after_flush(broker: Broker, request, pending: DurableResponse, frame_size: 
         return response
 
     return durable
+
+
+def _certificate_refused(cause: BaseException) -> bool:
+    """A client certificate that failed verification, or none where one is required: a failed
+    authentication (failed.authentication.limit), unlike a plaintext client or a cut handshake."""
+    return (isinstance(cause, ssl.SSLCertVerificationError)
+            or getattr(cause, "reason", None) == "PEER_DID_NOT_RETURN_A_CERTIFICATE")
 
 
 def _peer(stream: trio.SocketStream) -> str:

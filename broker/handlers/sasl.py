@@ -18,6 +18,7 @@ import trio
 from kafka.protocol.admin import AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
+from broker.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker
 from broker.listeners import SaslSession
 from broker.peer import peer_host, sasl_session
@@ -102,7 +103,8 @@ async def handle_sasl_authenticate(broker: Broker, request: Request):
 async def authenticate(broker: Broker, session: SaslSession, token: bytes) -> bytes:
     """One step of the session's exchange; the session is `done` once it succeeded. A failure
     is answered only after connection.failed.authentication.delay.ms (Kafka's delay, which
-    slows password guessing) and logged without the token."""
+    slows password guessing), logged without the token, and counts towards the address's
+    failed.authentication.limit."""
     authenticator: Authenticator = session.authenticator  # type: ignore[assignment]
     try:
         if len(token) > broker.config["sasl.server.max.receive.size"]:
@@ -121,6 +123,7 @@ async def authenticate(broker: Broker, session: SaslSession, token: bytes) -> by
     except AuthenticationFailed as exc:
         session.state = "failed"
         log.warning("SASL %s authentication from %s failed: %s", session.mechanism, peer_host.get(), exc.reason)
+        broker.failed_authentications.record(peer_host.get().removeprefix("/"), trio.current_time() * 1000)
         await trio.sleep(broker.config["connection.failed.authentication.delay.ms"] / 1000)
         raise
 
@@ -140,6 +143,9 @@ async def handle_describe_user_scram_credentials(broker: Broker, request: Reques
     version = request.header.api_version
     R = DescribeUserScramCredentialsResponse[version]
     Result = R.DescribeUserScramCredentialsResult
+    if not broker.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
+        return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                 error_message="Cluster authorization failed.", results=[])
     known = _credentials(broker)
     asked = None if request.body.users is None else [u.name for u in request.body.users]
     results = []
@@ -170,6 +176,10 @@ async def handle_alter_user_scram_credentials(broker: Broker, request: Request):
     R = AlterUserScramCredentialsResponse[version]
     body = request.body
     users = [d.name for d in body.deletions] + [u.name for u in body.upsertions]
+    if not broker.allowed(Op.ALTER, Res.CLUSTER, CLUSTER_NAME):
+        return R(throttle_time_ms=0, results=[R.AlterUserScramCredentialsResult(
+            user=user, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            error_message="Cluster authorization failed.") for user in dict.fromkeys(users)])
     twice = {u for u in users if users.count(u) > 1}
     known = _credentials(broker)
     errors: dict[str, tuple[int, str]] = {}

@@ -10,9 +10,11 @@ from kafka.protocol.api_message import ApiMessage
 
 
 class WireClient:
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0, source: str | None = None) -> None:
+        """`source`: the local address to connect from (any of 127.0.0.0/8 reaches a loopback broker)."""
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout,
+                                             source_address=None if source is None else (source, 0))
         self.correlation_id = 0
 
     def close(self) -> None:

@@ -24,7 +24,8 @@ def started(kind: str, tmp: Path, settings: dict[str, str],
     add`; Kafka: `kafka-storage format --add-scram` and PLAIN's JAAS entries). Without Kafka's
     jars the test skips saying so (bin/setup-kafka names what is missing)."""
     if kind == GREGOR:
-        process = start_broker(tmp, users=users, **settings)
+        # Kafka has no failed.authentication.limit; the scenarios fail on purpose, often, from one address
+        process = start_broker(tmp, users=users, **{"failed.authentication.limit": "0", **settings})
     else:
         try:
             process = KafkaBroker(tmp / "kafka", settings, users=users)

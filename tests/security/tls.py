@@ -113,8 +113,8 @@ class TlsWireClient(WireClient):
     """tests/broker/wire.WireClient over TLS: the handshake is done before the constructor returns."""
 
     def __init__(self, address: str, context: ssl.SSLContext, server_hostname: str = "127.0.0.1",
-                 timeout: float = 10.0) -> None:
-        super().__init__(address, timeout)
+                 timeout: float = 10.0, source: str | None = None) -> None:
+        super().__init__(address, timeout, source)
         try:  # a close without close_notify raises SSLEOFError instead of reading as a clean end
             self.sock = context.wrap_socket(self.sock, server_hostname=server_hostname,
                                             suppress_ragged_eofs=False)
