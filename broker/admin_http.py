@@ -9,12 +9,15 @@ loop, so handlers read the store exactly as Kafka handlers do. Endpoints:
     GET /v1/messages?msg_id=ID                     one message (MetaQ §7.4.1), 404 when unknown
 
 `key_b64=` may replace `key=` for binary keys. Answers are JSON; values that are
-not UTF-8 text are base64 (see record_json). Never writes to the store.
+not UTF-8 text are base64 (see record_json). Never writes to the store. With
+`admin.token` set, every request must carry `Authorization: Bearer TOKEN` (else
+401); the token is compared in constant time and never logged.
 """
 
 from __future__ import annotations
 
 import base64
+import hmac
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -84,13 +87,27 @@ def lookup(broker: Broker, query: dict[str, list[str]]) -> list[dict[str, Any]]:
     return [record_json(r) for r in hits]
 
 
-async def _send(send, status: int, body: bytes, content_type: str) -> None:
+def bearer_token(headers: list[tuple[bytes, bytes]]) -> bytes | None:
+    """The token of an `Authorization: Bearer TOKEN` header (ASGI header names are lower case)."""
+    for name, value in headers:
+        if name == b"authorization":
+            scheme, _, token = value.strip().partition(b" ")
+            if scheme.lower() == b"bearer":
+                return token.strip()
+    return None
+
+
+async def _send(send, status: int, body: bytes, content_type: str,
+                headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]})
+                "headers": [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode()),
+                            *headers]})
     await send({"type": "http.response.body", "body": body})
 
 
 def make_app(broker: Broker):
+    required = broker.config["admin.token"].encode()
+
     async def app(scope, receive, send) -> None:
         if scope["type"] == "lifespan":
             while True:
@@ -103,6 +120,14 @@ def make_app(broker: Broker):
         if scope["type"] != "http":
             return
         path, method = scope["path"], scope["method"]
+        if required:
+            given = bearer_token(scope["headers"])
+            if given is None or not hmac.compare_digest(given, required):
+                log.info("admin API: %s %s from %s refused: %s bearer token", method, path,
+                         (scope.get("client") or ("?",))[0], "no" if given is None else "wrong")
+                await _send(send, 401, b'{"error": "this admin API needs Authorization: Bearer <admin.token>"}',
+                            "application/json", ((b"www-authenticate", b'Bearer realm="gregor"'),))
+                return
         if method != "GET":
             await _send(send, 405, b'{"error": "only GET"}', "application/json")
         elif path == "/metrics":

@@ -214,7 +214,8 @@ def _add_records(sub: argparse._SubParsersAction) -> None:
                     "keys are indexed unless the topic has key.index.enable=false; the 32 newest hits; --from/--to on the store time). "
                     "By time range (--topic with --from, no --key): the Kafka protocol, on the records' "
                     "timestamps, partition by partition. One JSON object per line.")
-    query.add_argument("--admin", metavar="HOST:PORT", help="the broker's admin HTTP API (--admin-port)")
+    query.add_argument("--admin", metavar="HOST:PORT",
+                       help="the broker's admin HTTP API (--admin-port); its admin.token, if set, in $GREGOR_ADMIN_TOKEN")
     query.add_argument("--topic", help="topic to search")
     query.add_argument("--key", help="by key: records with this key (needs --admin)")
     query.add_argument("--msg-id", metavar="ID", help="by message id: the record with this id (needs --admin)")

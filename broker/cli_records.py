@@ -39,6 +39,8 @@ from broker.cli_connect import (
 from broker.cli_format import UsageError, parse_time_ms
 from broker.record_text import record_json, text_or_base64
 
+ADMIN_TOKEN_VARIABLE = "GREGOR_ADMIN_TOKEN"  # the broker's admin.token, for lookups through the admin API
+
 ACKS = {"all": "all", "1": 1, "0": 0}
 POLL_MS = 200  # how often a consume notices Ctrl-C
 SETTLE_EVERY = 1000  # produce checks its sent records' outcomes this often, to stop at the first failure
@@ -221,15 +223,20 @@ def _lookup(args: argparse.Namespace, out: TextIO) -> int:
             params["from"] = str(parse_time_ms(args.time_from))
         if args.time_to:
             params["to"] = str(parse_time_ms(args.time_to))
-    url = f"http://{args.admin}/v1/messages?{urlencode(params)}"
+    request = urllib.request.Request(f"http://{args.admin}/v1/messages?{urlencode(params)}")
+    token = os.environ.get(ADMIN_TOKEN_VARIABLE)
+    if token:  # from the environment, not an argument: other users can read a command line
+        request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(url, timeout=REQUEST_TIMEOUT_MS / 1000) as response:
+        with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_MS / 1000) as response:
             body = json.load(response)
     except urllib.error.HTTPError as exc:
         try:
             reason = json.load(exc).get("error", exc.reason)
         except ValueError:
             reason = exc.reason
+        if exc.code == 401:
+            reason += f" (give it in ${ADMIN_TOKEN_VARIABLE})"
         raise CliError(f"query failed ({exc.code}): {reason}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise CliError(f"cannot reach the admin API at {args.admin}: {exc}") from None

@@ -8,6 +8,7 @@ refused at start with a message that names the setting.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,8 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
                                               "failed.authentication.window.ms before its new connections "
                                               "are refused until the window passes (0: no limit)")),
     "failed.authentication.window.ms": (int, 60000, "window of failed.authentication.limit"),
+    "admin.token": (str, "", ("bearer token the admin HTTP API requires (Authorization: Bearer TOKEN); "
+                              "required when the API is bound beyond loopback")),
     "num.partitions": (int, 1, "partitions of an auto-created topic"),
     "auto.create.topics.enable": (_bool, True, "create unknown topics on Metadata/Produce"),
     "default.replication.factor": (int, 1, "reported replication factor (single broker)"),
@@ -94,7 +97,17 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
 }
 
 
-SENSITIVE_SETTINGS = frozenset({"ssl.key.password"})  # never in DescribeConfigs or a log
+SENSITIVE_SETTINGS = frozenset({"ssl.key.password", "admin.token"})  # never in DescribeConfigs or a log
+
+
+def _loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 or localhost; an empty host binds every interface."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass
@@ -167,6 +180,13 @@ class BrokerConfig:
             raise ConfigError("sasl.enabled.mechanisms is empty but a SASL listener is configured")
         if self.values["connections.max.reauth.ms"] < 0:
             raise ConfigError("connections.max.reauth.ms must be 0 or more")
+        if self.values["failed.authentication.limit"] < 0:
+            raise ConfigError("failed.authentication.limit must be 0 (no limit) or more")
+        if self.values["failed.authentication.window.ms"] <= 0:
+            raise ConfigError("failed.authentication.window.ms must be positive")
+        if self.admin_port is not None and not self.values["admin.token"] and not _loopback(self.host):
+            raise ConfigError(f"admin.token must be set: the admin HTTP API (--admin-port) would listen on "
+                              f"{self.host or 'every interface'}, beyond loopback")
 
     def listeners(self) -> list[Listener]:
         """The listeners to open, with what clients are told; without `listeners`, one PLAINTEXT

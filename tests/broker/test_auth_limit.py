@@ -3,7 +3,13 @@ within failed.authentication.window.ms refuse its new connections until they lea
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from broker.auth_limit import FailedAuthentications
+from broker.cli import build_parser, config_from_args
+from broker.config import ConfigError
 
 A, B = "127.0.0.1", "127.0.0.2"
 
@@ -95,3 +101,12 @@ def test_memory_stays_bounded_by_the_limit_and_the_window():
     limits.record(B, 5000)  # a window later: addresses with no failure left in it are forgotten
     assert set(limits.failures) == {B}
     assert limits.reported == {}
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("failed.authentication.limit=-1", "failed.authentication.limit must be 0 (no limit) or more"),
+    ("failed.authentication.window.ms=0", "failed.authentication.window.ms must be positive"),
+])
+def test_a_negative_limit_or_an_empty_window_is_refused_at_start(setting, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        config_from_args(build_parser().parse_args(["serve", "--set", setting]))
