@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import trio
 
 from broker import peer
+from broker.acl import ACL_PREFIX, Acl, Authorizer, Op, Res
 from broker.auth_limit import FailedAuthentications
 from broker.config import BrokerConfig
 from broker.group_coordinator import GroupCoordinator
@@ -24,6 +25,7 @@ from store import AdminBusy, Store, StoreError, TopicExists, TopicMeta
 from store.topics import RESERVED_PREFIX
 
 log = logging.getLogger(__name__)
+audit = logging.getLogger("gregor.authorizer")  # denials, as Kafka's kafka.authorizer.logger
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
@@ -115,6 +117,38 @@ class Broker:
         store.subscribe_appends(self.appends.notify)
         self.metrics = BrokerMetrics()
         self.metrics.watch(self)
+        self.authorizer: Authorizer | None = None
+        if config["authorizer.class.name"]:
+            self.authorizer = Authorizer(config["super.users"], config["allow.everyone.if.no.acl.found"])
+            self.reload_acls()
+
+    def reload_acls(self) -> None:
+        """Put the ACLs of the state topic in force (at start and after CreateAcls/DeleteAcls)."""
+        if self.authorizer is not None:
+            self.authorizer.replace({Acl.from_key(key) for key, _ in self.store.state_items(ACL_PREFIX)})
+
+    def allowed(self, op: Op, resource_type: Res, name: str) -> bool:
+        """May the connection being served do `op` on the resource? Always, without an authorizer."""
+        if self.authorizer is None:
+            return True
+        who, host = peer.principal(), peer.client_ip()
+        if self.authorizer.authorize(who, host, op, resource_type, name):
+            return True
+        audit.info("Principal = %s is Denied operation = %s from host = %s on resource = %s:%s", who, op.name,
+                   host, resource_type.name, name)
+        return False
+
+    def allowed_any(self, op: Op, resource_type: Res) -> bool:
+        """Kafka's authorizeByResourceType for the connection being served."""
+        if self.authorizer is None:
+            return True
+        return self.authorizer.authorize_any(peer.principal(), peer.client_ip(), op, resource_type)
+
+    def authorized_operations(self, resource_type: Res, name: str) -> set[int] | None:
+        """What Kafka reports when a client asks (None: Kafka's "not provided" value)."""
+        if self.authorizer is None:
+            return None
+        return self.authorizer.operations(peer.principal(), peer.client_ip(), resource_type, name)
 
     def _endpoint(self) -> Listener:
         """The listener of the connection being served (the first one outside a connection)."""

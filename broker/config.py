@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from broker import listeners as listeners_module
+from broker.acl import AUTHORIZER_CLASSES
 from broker.listeners import SASL_MECHANISMS, Listener, ListenerError
 from store import StoreConfig
 
@@ -57,6 +58,10 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "ssl.truststore.type": (str, "PEM", "PEM only"),
     "ssl.truststore.location": (str, "", "PEM file of CA certificates that client certificates are checked against"),
     "ssl.client.auth": (str, "none", "none, requested or required: client certificates (mTLS)"),
+    "authorizer.class.name": (str, "", ("Kafka's StandardAuthorizer or AclAuthorizer class name turns ACLs on "
+                                        "(broker/acl.py); empty: every client may do everything")),
+    "super.users": (str, "", "principals ACLs never restrict, ';'-separated: User:admin;User:CN=ops"),
+    "allow.everyone.if.no.acl.found": (_bool, False, "allow an operation on a resource that no ACL names"),
     "failed.authentication.limit": (int, 10, ("failed authentications from one address within "
                                               "failed.authentication.window.ms before its new connections "
                                               "are refused until the window passes (0: no limit)")),
@@ -178,6 +183,10 @@ class BrokerConfig:
                 raise ConfigError(str(exc)) from None
         if any(lst.sasl for lst in self.listeners()) and not self.sasl_mechanisms():
             raise ConfigError("sasl.enabled.mechanisms is empty but a SASL listener is configured")
+        name = self.values["authorizer.class.name"].strip()
+        if name and name not in AUTHORIZER_CLASSES:
+            raise ConfigError(f"authorizer.class.name: {name} is not supported; Gregor's ACLs take "
+                              f"{' or '.join(AUTHORIZER_CLASSES[:2])}")
         if self.values["connections.max.reauth.ms"] < 0:
             raise ConfigError("connections.max.reauth.ms must be 0 or more")
         if self.values["failed.authentication.limit"] < 0:

@@ -20,7 +20,7 @@ from broker.handlers.produce import DurableResponse
 from broker.handlers.sasl import AuthenticationFailure, authenticate
 from broker.listeners import Listener, SaslSession, ssl_principal
 from broker.peer import listener as peer_listener
-from broker.peer import peer_host, sasl_session
+from broker.peer import peer_host, sasl_session, tls_subject
 from broker.sasl import AuthenticationFailed
 from protocol.api_versions import API_VERSIONS_KEY
 from protocol.codec import (
@@ -67,7 +67,10 @@ async def serve_connection(broker: Broker, listener: Listener, tls: ssl.SSLConte
                 log.info("closing %s: TLS handshake failed (%s)", peer, cause.__class__.__name__ + (f": {cause}" if str(cause) else ""))
                 await stream.aclose()
                 return
-            log.info("TLS from %s: principal User:%s", peer, ssl_principal(secure.getpeercert()))
+            subject = ssl_principal(secure.getpeercert())
+            log.info("TLS from %s: principal User:%s", peer, subject)
+            if not listener.sasl:
+                tls_subject.set(None if subject == "ANONYMOUS" else subject)
             await _serve(broker, listener, secure, peer)
         else:
             await _serve(broker, listener, stream, peer)

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.broker import Broker
-from broker.handlers import api_versions, configs, fetch, groups, metadata, produce, sasl, topics
+from broker.handlers import acls, api_versions, configs, fetch, groups, metadata, produce, sasl, topics
 from protocol.codec import Request
 
 Handler = Callable[[Broker, Request], Awaitable[Any]]
@@ -34,6 +34,9 @@ HANDLERS: dict[int, Handler] = {
     21: configs.handle_delete_records,
     22: produce.handle_init_producer_id,
     23: fetch.handle_offset_for_leader_epoch,
+    29: acls.handle_describe_acls,
+    30: acls.handle_create_acls,
+    31: acls.handle_delete_acls,
     32: topics.handle_describe_configs,
     36: sasl.handle_sasl_authenticate,
     33: configs.handle_alter_configs,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import trio
 
+from broker.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker
 from broker.topic_configs import LIST, TOPIC_CONFIGS, config_error
 from broker.views import view_of
@@ -116,7 +117,11 @@ async def handle_alter_configs(broker: Broker, request: Request):
     incremental = request.header.api_key == 44
     results = []
     for res in body.resources:
-        if res.resource_type == TOPIC_RESOURCE:
+        if res.resource_type == TOPIC_RESOURCE and not broker.allowed(Op.ALTER_CONFIGS, Res.TOPIC, res.resource_name):
+            error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
+        elif res.resource_type == BROKER_RESOURCE and not broker.allowed(Op.ALTER_CONFIGS, Res.CLUSTER, CLUSTER_NAME):
+            error, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+        elif res.resource_type == TOPIC_RESOURCE:
             error, message = await _alter_topic(broker, res.resource_name, res.configs, incremental,
                                                 body.validate_only)
         elif res.resource_type == BROKER_RESOURCE:
@@ -139,10 +144,13 @@ async def handle_delete_records(broker: Broker, request: Request):
     topics = []
     for t in request.body.topics:
         meta = broker.topic(t.name)
+        refused = not broker.allowed(Op.DELETE, Res.TOPIC, t.name)
         parts = []
         for p in t.partitions:
             low, error = -1, ErrorCode.NONE
-            if meta is None or not 0 <= p.partition_index < meta.partitions:
+            if refused:
+                error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif meta is None or not 0 <= p.partition_index < meta.partitions:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif view_of(meta) is not None:
                 error = ErrorCode.INVALID_REQUEST  # a view has its source's log start

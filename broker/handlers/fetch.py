@@ -14,6 +14,7 @@ import time
 
 import trio
 
+from broker.acl import Op, Res
 from broker.broker import Broker
 from broker.view_fetch import read_view
 from broker.views import TAG_HEADER, data_topic, view_of
@@ -48,11 +49,15 @@ async def handle_fetch(broker: Broker, request: Request):
     topics_now = broker.store.topics()
     keys = [(data_topic(topics_now, t.topic), p.partition) for t in body.topics for p in t.partitions]
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
+    refused = frozenset()
+    if broker.authorizer is not None:  # Read on each topic; a view is a topic of its own name
+        refused = frozenset(t.topic for t in body.topics if not broker.allowed(Op.READ, Res.TOPIC, t.topic))
+        keys = [key for key, t in zip(keys, (t for t in body.topics for _ in t.partitions)) if t.topic not in refused]
     while True:
         if version <= down_convert.LAST_VERSION:  # down-conversion is per-record work: off the event loop
-            topics, size, has_error = await trio.to_thread.run_sync(_read_all, broker, body, version)
+            topics, size, has_error = await trio.to_thread.run_sync(_read_all, broker, body, version, refused)
         else:
-            topics, size, has_error = _read_all(broker, body, version)
+            topics, size, has_error = _read_all(broker, body, version, refused)
         if size >= body.min_bytes or has_error or not keys or trio.current_time() >= deadline:
             break
         event = trio.Event()
@@ -65,12 +70,17 @@ async def handle_fetch(broker: Broker, request: Request):
     return encode_fetch_response(version, topics)
 
 
-def _read_all(broker: Broker, body, version: int):
+def _read_all(broker: Broker, body, version: int, refused: frozenset[str] = frozenset()):
     remaining = body.max_bytes
     size = 0
     has_error = False
     topics = []
     for topic in body.topics:
+        if topic.topic in refused:
+            has_error = True
+            topics.append((topic.topic, [error_partition(p.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                                         for p in topic.partitions]))
+            continue
         meta = broker.topic(topic.topic)
         view = view_of(meta)
         if view is not None:
@@ -159,7 +169,12 @@ async def handle_list_offsets(broker: Broker, request: Request):
         name = t.name if view is None else view.source  # a view answers with its source's offsets
         meta = broker.topic(name)
         parts = []
+        refused = not broker.allowed(Op.DESCRIBE, Res.TOPIC, t.name)
         for p in t.partitions:
+            if refused:
+                parts.append(Part(partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                  timestamp=-1, offset=-1, leader_epoch=-1, old_style_offsets=[]))
+                continue
             if version == 0:
                 error, old_style = _old_style_offsets(broker, meta, name, p)
                 parts.append(Part(partition_index=p.partition_index, error_code=error, old_style_offsets=old_style))
@@ -229,9 +244,13 @@ async def handle_offset_for_leader_epoch(broker: Broker, request: Request):
     for t in body.topics:
         name = data_topic(broker.store.topics(), t.topic)
         meta = broker.topic(name)
+        refused = not broker.allowed(Op.DESCRIBE, Res.TOPIC, t.topic)
         parts = []
         for p in t.partitions:
-            if meta is None or not 0 <= p.partition < meta.partitions:
+            if refused:
+                parts.append(EpochEndOffset(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, partition=p.partition,
+                                            leader_epoch=-1, end_offset=-1))
+            elif meta is None or not 0 <= p.partition < meta.partitions:
                 parts.append(EpochEndOffset(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, partition=p.partition,
                                             leader_epoch=-1, end_offset=-1))
             elif fenced := epoch_error(broker.store, name, p.partition, getattr(p, "current_leader_epoch", -1)):

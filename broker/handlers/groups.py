@@ -8,6 +8,7 @@ that is a metadata question, as in Kafka's KafkaApis.
 
 from __future__ import annotations
 
+from broker.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker
 from broker.group_member import JoinRequest
 from broker.peer import peer_host
@@ -19,6 +20,9 @@ CLASSIC_GROUP_TYPE = "classic"
 # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: what a group allows without an authorizer
 GROUP_OPERATIONS = {3, 6, 8, 10, 11}
 NOT_AVAILABLE_MESSAGE = "The coordinator is not available."
+# Kafka's Errors messages, sent where Kafka sends the error's default message
+GROUP_REFUSED_MESSAGE = "Group authorization failed."
+TRANSACTIONAL_ID_REFUSED_MESSAGE = "Transactional Id authorization failed."
 
 
 def _client_host(request: Request) -> str:
@@ -31,13 +35,20 @@ async def handle_find_coordinator(broker: Broker, request: Request):
     cls = request.spec.response
     key_type = body.key_type if version >= 1 else GROUP_KEY
     if version >= 4:
-        coordinators = [cls.Coordinator(key=key, **_coordinator(broker, key_type, ok_message=""))
+        coordinators = [cls.Coordinator(key=key, **_coordinator(broker, key_type, key, ok_message="", batched=True))
                         for key in body.coordinator_keys]
         return cls[version](throttle_time_ms=0, coordinators=coordinators)
-    return cls[version](throttle_time_ms=0, **_coordinator(broker, key_type, ok_message="NONE"))
+    return cls[version](throttle_time_ms=0, **_coordinator(broker, key_type, body.key, ok_message="NONE"))
 
 
-def _coordinator(broker: Broker, key_type: int, ok_message: str) -> dict:
+def _coordinator(broker: Broker, key_type: int, key: str, ok_message: str, batched: bool = False) -> dict:
+    refused = None  # v4+ answers a refusal with an empty message, older versions with Kafka's text
+    if key_type == GROUP_KEY and not broker.allowed(Op.DESCRIBE, Res.GROUP, key):
+        refused = ErrorCode.GROUP_AUTHORIZATION_FAILED, "" if batched else GROUP_REFUSED_MESSAGE
+    elif key_type == TRANSACTION_KEY and not broker.allowed(Op.DESCRIBE, Res.TRANSACTIONAL_ID, key):
+        refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "" if batched else TRANSACTIONAL_ID_REFUSED_MESSAGE
+    if refused is not None:
+        return {"error_code": refused[0], "error_message": refused[1], "node_id": -1, "host": "", "port": -1}
     if key_type == GROUP_KEY:
         return {"error_code": 0, "error_message": ok_message, "node_id": broker.node_id,
                 "host": broker.advertised_host, "port": broker.advertised_port}
@@ -52,6 +63,10 @@ async def handle_join_group(broker: Broker, request: Request):
     body = request.body
     version = request.header.api_version
     cls = request.spec.response
+    if not broker.allowed(Op.READ, Res.GROUP, body.group_id):
+        return cls[version](throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, generation_id=-1,
+                            protocol_type=None, protocol_name=None if version >= 7 else "", leader="",
+                            skip_assignment=False, member_id="", members=[])
     join = JoinRequest(
         member_id=body.member_id,
         instance_id=body.group_instance_id if version >= 5 else None,
@@ -77,6 +92,9 @@ async def handle_sync_group(broker: Broker, request: Request):
     body = request.body
     version = request.header.api_version
     cls = request.spec.response
+    if not broker.allowed(Op.READ, Res.GROUP, body.group_id):
+        return cls[version](throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, protocol_type=None,
+                            protocol_name=None, assignment=b"")
     assignments = {a.member_id: bytes(a.assignment) for a in body.assignments}
     result = await broker.coordinator.sync(
         body.group_id, body.member_id, body.group_instance_id if version >= 3 else None, body.generation_id,
@@ -88,6 +106,8 @@ async def handle_sync_group(broker: Broker, request: Request):
 async def handle_heartbeat(broker: Broker, request: Request):
     body = request.body
     version = request.header.api_version
+    if not broker.allowed(Op.READ, Res.GROUP, body.group_id):
+        return request.spec.response[version](throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     error = broker.coordinator.heartbeat(body.group_id, body.member_id,
                                          body.group_instance_id if version >= 3 else None, body.generation_id)
     return request.spec.response[version](throttle_time_ms=0, error_code=error)
@@ -97,6 +117,8 @@ async def handle_leave_group(broker: Broker, request: Request):
     body = request.body
     version = request.header.api_version
     cls = request.spec.response
+    if not broker.allowed(Op.READ, Res.GROUP, body.group_id):
+        return cls[version](throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, members=[])
     if version >= 3:
         leaving = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
@@ -117,10 +139,15 @@ async def handle_offset_commit(broker: Broker, request: Request):
     Partition = Topic.OffsetCommitResponsePartition
     errors: dict[tuple[str, int], int] = {}
     entries = []
+    group_ok = broker.allowed(Op.READ, Res.GROUP, body.group_id)
     for t in body.topics:
         meta = broker.topic(t.name)
+        topic_ok = group_ok and broker.allowed(Op.READ, Res.TOPIC, t.name)
         for p in t.partitions:
-            if meta is None or not 0 <= p.partition_index < meta.partitions:
+            if not topic_ok:
+                errors[(t.name, p.partition_index)] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED if group_ok
+                                                       else ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            elif meta is None or not 0 <= p.partition_index < meta.partitions:
                 errors[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 epoch = p.committed_leader_epoch if version >= 6 else -1
@@ -144,31 +171,49 @@ async def handle_offset_fetch(broker: Broker, request: Request):
     cls = request.spec.response
     if version >= 8:
         Group = cls.OffsetFetchResponseGroup
-        groups = [Group(group_id=g.group_id, error_code=0,
-                        topics=_fetched(broker, g.group_id, g.topics, Group.OffsetFetchResponseTopics,
-                                        Group.OffsetFetchResponseTopics.OffsetFetchResponsePartitions))
-                  for g in body.groups]
+        groups = []
+        for g in body.groups:
+            if not broker.allowed(Op.DESCRIBE, Res.GROUP, g.group_id):
+                groups.append(Group(group_id=g.group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, topics=[]))
+                continue
+            groups.append(Group(group_id=g.group_id, error_code=0, topics=_fetched(
+                broker, g.group_id, g.topics, Group.OffsetFetchResponseTopics,
+                Group.OffsetFetchResponseTopics.OffsetFetchResponsePartitions)))
         return cls[version](throttle_time_ms=0, groups=groups)
     Topic = cls.OffsetFetchResponseTopic
+    if not broker.allowed(Op.DESCRIBE, Res.GROUP, body.group_id):
+        error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        topics = [] if version >= 2 else [Topic(name=t.name, partitions=[Topic.OffsetFetchResponsePartition(
+            partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=error)
+            for i in t.partition_indexes]) for t in body.topics or []]
+        return cls[version](throttle_time_ms=0, topics=topics, error_code=error)
     topics = _fetched(broker, body.group_id, body.topics, Topic, Topic.OffsetFetchResponsePartition)
     return cls[version](throttle_time_ms=0, topics=topics, error_code=0)
 
 
 def _fetched(broker: Broker, group_id: str, requested, Topic, Partition) -> list:
-    def partition(index: int, committed) -> object:
+    """The committed offsets asked for; a topic the client may not Describe is left out of a
+    whole-group answer and answers TOPIC_AUTHORIZATION_FAILED when named, as in Kafka."""
+    def partition(index: int, committed, error: int = 0) -> object:
         offset, metadata, epoch = committed if committed is not None else (-1, "", -1)
         return Partition(partition_index=index, committed_offset=offset, committed_leader_epoch=epoch,
-                         metadata=metadata or "", error_code=0)
+                         metadata=metadata or "", error_code=error)
 
     coordinator = broker.coordinator
     if requested is None:  # every partition the group has committed
         by_topic: dict[str, list[tuple[int, object]]] = {}
         for (topic, index), committed in sorted(coordinator.committed_all(group_id).items()):
             by_topic.setdefault(topic, []).append((index, committed))
-        return [Topic(name=topic, partitions=[partition(i, c) for i, c in parts]) for topic, parts in by_topic.items()]
-    return [Topic(name=t.name, partitions=[partition(i, coordinator.committed(group_id, t.name, i))
-                                           for i in t.partition_indexes])
-            for t in requested]
+        return [Topic(name=topic, partitions=[partition(i, c) for i, c in parts]) for topic, parts in by_topic.items()
+                if broker.allowed(Op.DESCRIBE, Res.TOPIC, topic)]
+    topics = []
+    for t in requested:
+        if broker.allowed(Op.DESCRIBE, Res.TOPIC, t.name):
+            parts = [partition(i, coordinator.committed(group_id, t.name, i)) for i in t.partition_indexes]
+        else:
+            parts = [partition(i, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for i in t.partition_indexes]
+        topics.append(Topic(name=t.name, partitions=parts))
+    return topics
 
 
 async def handle_describe_groups(broker: Broker, request: Request):
@@ -177,9 +222,18 @@ async def handle_describe_groups(broker: Broker, request: Request):
     cls = request.spec.response
     Described = cls.DescribedGroup
     Member = Described.DescribedGroupMember
-    operations = GROUP_OPERATIONS if version >= 3 and body.include_authorized_operations else None
+    asked = version >= 3 and body.include_authorized_operations
     groups = []
     for group_id in body.groups:
+        if not broker.allowed(Op.DESCRIBE, Res.GROUP, group_id):
+            groups.append(Described(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None,
+                                    group_id=group_id, group_state="", protocol_type="", protocol_data="",
+                                    members=[], authorized_operations=None))
+            continue
+        operations = None
+        if asked:
+            operations = GROUP_OPERATIONS if broker.authorizer is None else broker.authorized_operations(
+                Res.GROUP, group_id)
         summary = broker.coordinator.describe(group_id)
         members = [Member(member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
                           client_host=m.client_host, member_metadata=m.metadata, member_assignment=m.assignment)
@@ -197,8 +251,11 @@ async def handle_list_groups(broker: Broker, request: Request):
     states = {s.lower() for s in body.states_filter} if version >= 4 and body.states_filter else None
     types = {t.lower() for t in body.types_filter} if version >= 5 and body.types_filter else None
     listed = []
+    every = broker.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME)  # else only the groups it may Describe
     if types is None or CLASSIC_GROUP_TYPE in types:
         for group_id, protocol_type, state in broker.coordinator.list_groups():
+            if not every and not broker.allowed(Op.DESCRIBE, Res.GROUP, group_id):
+                continue
             if states is None or state.lower() in states:
                 listed.append(cls.ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state,
                                               group_type=CLASSIC_GROUP_TYPE))
@@ -209,6 +266,8 @@ async def handle_delete_groups(broker: Broker, request: Request):
     body = request.body
     version = request.header.api_version
     cls = request.spec.response
-    results = [cls.DeletableGroupResult(group_id=g, error_code=await broker.coordinator.delete(g))
+    results = [cls.DeletableGroupResult(group_id=g, error_code=await broker.coordinator.delete(g)
+                                        if broker.allowed(Op.DELETE, Res.GROUP, g)
+                                        else ErrorCode.GROUP_AUTHORIZATION_FAILED)
                for g in body.groups_names]
     return cls[version](throttle_time_ms=0, results=results)

@@ -7,6 +7,7 @@ UNKNOWN_TOPIC_OR_PARTITION and the next one sees the topic.
 
 from __future__ import annotations
 
+from broker.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker, topic_name_error
 from protocol.codec import Request
 from protocol.errors import ErrorCode
@@ -19,46 +20,72 @@ async def handle_metadata(broker: Broker, request: Request):
     version = request.header.api_version
     cls = request.spec.response
     body = request.body
-    if body.topics is None:
+    all_topics = body.topics is None or (version == 0 and not body.topics)
+    if all_topics:
         wanted = sorted(broker.store.topics())
         allow_create = False
     else:
         wanted = [t.name for t in body.topics]
         allow_create = body.allow_auto_topic_creation if version >= 4 else True
     allow_create = allow_create and broker.config["auto.create.topics.enable"]
-    topics = []
+    ops = version >= 8 and body.include_topic_authorized_operations
+    topics, refused = [], []
+    if broker.authorizer is not None:  # Kafka's order: answered topics, then those refused creation, then Describe
+        may_describe = [n for n in wanted if broker.allowed(Op.DESCRIBE, Res.TOPIC, n)]
+        if not all_topics:
+            refused = [n for n in dict.fromkeys(wanted) if n not in set(may_describe)]
+        wanted = may_describe
+    refused_create = []
     for name in wanted:
         meta = broker.topic(name) if name else None
         if meta is None:
             error = ErrorCode.INVALID_TOPIC_EXCEPTION if topic_name_error(name) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and allow_create:
+                if not (broker.allowed(Op.CREATE, Res.CLUSTER, CLUSTER_NAME) or broker.allowed(Op.CREATE, Res.TOPIC, name)):
+                    refused_create.append(name)
+                    continue
                 broker.auto_create(name)
             topics.append(cls.MetadataResponseTopic(error_code=error, name=name, topic_id=None, is_internal=False,
                                                     partitions=[],
-                                                    authorized_operations=NO_AUTHORIZED_OPERATIONS))
+                                                    authorized_operations=_operations(broker, name, ops)))
             continue
-        topics.append(_topic(cls, broker, meta))
+        topics.append(_topic(cls, broker, meta, _operations(broker, name, ops)))
+    for name in refused_create + refused:
+        topics.append(cls.MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
+                                                topic_id=None, is_internal=False, partitions=[],
+                                                authorized_operations=_operations(broker, name, ops)))
+    cluster_ops = NO_AUTHORIZED_OPERATIONS
+    if 8 <= version <= 10 and body.include_cluster_authorized_operations and broker.authorizer is not None:
+        cluster_ops = (broker.authorized_operations(Res.CLUSTER, CLUSTER_NAME)
+                       if broker.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME) else set())
     broker_entry = cls.MetadataResponseBroker(node_id=broker.node_id, host=broker.advertised_host,
                                               port=broker.advertised_port, rack=None)
     return cls[version](throttle_time_ms=0, brokers=[broker_entry], cluster_id=broker.cluster_id,
-                        controller_id=broker.node_id, topics=topics,
-                        authorized_operations=NO_AUTHORIZED_OPERATIONS)
+                        controller_id=broker.node_id, topics=topics, authorized_operations=cluster_ops)
 
 
-def _topic(cls, broker: Broker, meta: TopicMeta):
+def _operations(broker: Broker, name: str, asked: bool):
+    return broker.authorized_operations(Res.TOPIC, name) if asked else NO_AUTHORIZED_OPERATIONS
+
+
+def _topic(cls, broker: Broker, meta: TopicMeta, operations=NO_AUTHORIZED_OPERATIONS):
     node = broker.node_id
     partitions = [cls.MetadataResponseTopic.MetadataResponsePartition(
         error_code=0, partition_index=i, leader_id=node, leader_epoch=broker.store.leader_epoch(meta.name, i),
         replica_nodes=[node], isr_nodes=[node],
         offline_replicas=[]) for i in range(meta.partitions)]
     return cls.MetadataResponseTopic(error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=False,
-                                     partitions=partitions, authorized_operations=NO_AUTHORIZED_OPERATIONS)
+                                     partitions=partitions, authorized_operations=operations)
 
 
 async def handle_describe_cluster(broker: Broker, request: Request):
     cls = request.spec.response
+    body = request.body
+    operations = NO_AUTHORIZED_OPERATIONS
+    if body.include_cluster_authorized_operations and broker.authorizer is not None:
+        operations = broker.authorized_operations(Res.CLUSTER, CLUSTER_NAME)
     node = cls.DescribeClusterBroker(broker_id=broker.node_id, host=broker.advertised_host,
                                      port=broker.advertised_port, rack=None)
     return cls[request.header.api_version](
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1, cluster_id=broker.cluster_id,
-        controller_id=broker.node_id, brokers=[node], authorized_operations=NO_AUTHORIZED_OPERATIONS)
+        controller_id=broker.node_id, brokers=[node], authorized_operations=operations)

@@ -15,6 +15,7 @@ from typing import Any
 
 import trio
 
+from broker.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker
 from broker.metrics import BrokerMetrics
 from broker.producer_state import Verdict
@@ -42,8 +43,12 @@ async def handle_produce(broker: Broker, request: Request):
     results: dict[tuple[str, int], tuple] = {}
     handles = []
     durable: list[tuple[str, int, int]] = []  # the appends the flush handle covers
+    refused: set[str] = set()
+    if broker.authorizer is not None:  # Write on each topic, checked before anything else (KafkaApis)
+        refused = {topic for topic, _ in wanted if not broker.allowed(Op.WRITE, Res.TOPIC, topic)}
     if body.acks not in (0, 1, -1):
-        results = {key: _error(ErrorCode.INVALID_REQUIRED_ACKS) for key in wanted}
+        results = {key: _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED if key[0] in refused
+                               else ErrorCode.INVALID_REQUIRED_ACKS) for key in wanted}
     else:
         # Check every partition's batch first, then append all that passed with one store
         # call (one hold of the append lock, one fsync handle); a request holds at most one
@@ -51,6 +56,9 @@ async def handle_produce(broker: Broker, request: Request):
         accepted = []
         results = dict.fromkeys(wanted)  # answers keep the request's order
         for key, records in wanted.items():
+            if refused and key[0] in refused:
+                results[key] = _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                continue
             if version < MAGIC_2_PRODUCE_VERSION:  # converting old message sets is per-record work: off the loop
                 checked = await trio.to_thread.run_sync(_check_one, broker, key[0], key[1], records, version)
             else:
@@ -212,8 +220,15 @@ async def handle_init_producer_id(broker: Broker, request: Request):
     cls = request.spec.response
     version = request.header.api_version
     if body.transactional_id is not None:
+        if not broker.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, body.transactional_id):
+            return cls[version](throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                producer_id=-1, producer_epoch=-1)
         # Transactions are not implemented; refuse clearly rather than pretend.
         return cls[version](throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                            producer_id=-1, producer_epoch=-1)
+    elif not (broker.allowed(Op.IDEMPOTENT_WRITE, Res.CLUSTER, CLUSTER_NAME)
+              or broker.allowed_any(Op.WRITE, Res.TOPIC)):  # KIP-679: Write on any topic will do
+        return cls[version](throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                             producer_id=-1, producer_epoch=-1)
     producer_id = await trio.to_thread.run_sync(broker.producers.allocate_producer_id)
     return cls[version](throttle_time_ms=0, error_code=0, producer_id=producer_id, producer_epoch=0)

@@ -7,6 +7,7 @@ import uuid
 
 import trio
 
+from broker.acl import CLUSTER_NAME, Op, Res
 from broker.broker import TOPIC_TO_BROKER_CONFIG, Broker, topic_name_error
 from broker.config import SENSITIVE_SETTINGS, SETTINGS
 from broker.handlers.configs import topic_config_problem
@@ -19,6 +20,8 @@ from store import StoreError, TopicExists, UnknownTopic
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 GREGOR_ONLY = {name for name, _, _ in GREGOR_TOPIC_CONFIGS}
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+TOPIC_REFUSED_MESSAGE = "Topic authorization failed."  # Kafka's Errors messages
+CLUSTER_REFUSED_MESSAGE = "Cluster authorization failed."
 
 
 def effective_configs(broker: Broker, overrides: dict[str, str]) -> list[tuple[str, str | None, int, int]]:
@@ -47,9 +50,14 @@ async def handle_create_topics(broker: Broker, request: Request):
     for t in body.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
     results = []
+    cluster_create = broker.allowed(Op.CREATE, Res.CLUSTER, CLUSTER_NAME)
     for t in body.topics:
         error, message, partitions = _validate_create(broker, t, counts[t.name] > 1)
+        if (error != ErrorCode.INVALID_REQUEST and not cluster_create
+                and not broker.allowed(Op.CREATE, Res.TOPIC, t.name)):
+            error, message, partitions = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.", -1
         topic_id, configs = None, []
+        config_error = 0
         if error == ErrorCode.NONE:
             overrides = {c.name: c.value for c in t.configs}
             if body.validate_only:
@@ -64,14 +72,16 @@ async def handle_create_topics(broker: Broker, request: Request):
                     error, message = ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
                 except StoreError as exc:  # out of open files or space, an offline log dir
                     error, message = ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
-            if error == ErrorCode.NONE:
+            if error == ErrorCode.NONE and not broker.allowed(Op.DESCRIBE_CONFIGS, Res.TOPIC, t.name):
+                config_error = ErrorCode.TOPIC_AUTHORIZATION_FAILED  # Kafka hides the configs then
+            elif error == ErrorCode.NONE:
                 configs = [cls.CreatableTopicResult.CreatableTopicConfigs(
                     name=name, value=value, read_only=False, config_source=source, is_sensitive=False)
                     for name, value, source, _ in effective_configs(broker, overrides)]
         ok = error == ErrorCode.NONE
         results.append(cls.CreatableTopicResult(
             name=t.name, topic_id=topic_id, error_code=error, error_message=message,
-            topic_config_error_code=0, num_partitions=partitions if ok else -1,
+            topic_config_error_code=config_error, num_partitions=partitions if ok else -1,
             replication_factor=1 if ok else -1, configs=configs))
     # Kafka answers a duplicated name once.
     seen, unique = set(), []
@@ -130,14 +140,23 @@ async def handle_delete_topics(broker: Broker, request: Request):
         wanted = [(name, None) for name in body.topic_names]
     results = []
     cascaded: dict[str, object] = {}  # views deleted with their source in this request
+    cluster_delete = broker.allowed(Op.DELETE, Res.CLUSTER, CLUSTER_NAME)
     for name, topic_id in wanted:
-        if name is None and topic_id is not None:
+        by_id = name is None and topic_id is not None
+        if by_id:
             name = next((m.name for m in broker.store.topics().values() if m.topic_id == topic_id), None)
             if name is None:
                 results.append(cls.DeletableTopicResult(name=None, topic_id=topic_id,
                                                         error_code=ErrorCode.UNKNOWN_TOPIC_ID,
                                                         error_message="This server does not host this topic ID."))
                 continue
+        if not cluster_delete and not broker.allowed(Op.DELETE, Res.TOPIC, name):
+            # Kafka names a topic asked for by id only to a client that may Describe it
+            shown = name if not by_id or broker.allowed(Op.DESCRIBE, Res.TOPIC, name) else None
+            results.append(cls.DeletableTopicResult(name=shown, topic_id=topic_id if by_id else None,
+                                                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                    error_message=None))
+            continue
         meta = broker.topic(name)
         if meta is None and name in cascaded:
             results.append(cls.DeletableTopicResult(name=name, topic_id=cascaded[name], error_code=ErrorCode.NONE,
@@ -171,7 +190,9 @@ async def handle_create_partitions(broker: Broker, request: Request):
     for t in body.topics:
         meta = broker.topic(t.name)
         error, message = ErrorCode.NONE, None
-        if meta is None:
+        if not broker.allowed(Op.ALTER, Res.TOPIC, t.name):
+            error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
+        elif meta is None:
             error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{t.name}' does not exist."
         elif view_of(meta) is not None:
             error = ErrorCode.INVALID_REQUEST
@@ -209,7 +230,13 @@ async def handle_describe_configs(broker: Broker, request: Request):
     for res in body.resources:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
         entries, error, message = [], ErrorCode.NONE, ""
-        if res.resource_type == TOPIC_RESOURCE:
+        if res.resource_type == TOPIC_RESOURCE and not broker.allowed(Op.DESCRIBE_CONFIGS, Res.TOPIC,
+                                                                      res.resource_name):
+            error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, TOPIC_REFUSED_MESSAGE
+        elif res.resource_type == BROKER_RESOURCE and not broker.allowed(Op.DESCRIBE_CONFIGS, Res.CLUSTER,
+                                                                         CLUSTER_NAME):
+            error, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_REFUSED_MESSAGE
+        elif res.resource_type == TOPIC_RESOURCE:
             meta = broker.topic(res.resource_name)
             if meta is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
