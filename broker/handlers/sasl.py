@@ -18,6 +18,7 @@ import trio
 from kafka.protocol.admin import AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
+from broker.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker
 from broker.listeners import SaslSession
 from broker.peer import peer_host, sasl_session
@@ -142,6 +143,9 @@ async def handle_describe_user_scram_credentials(broker: Broker, request: Reques
     version = request.header.api_version
     R = DescribeUserScramCredentialsResponse[version]
     Result = R.DescribeUserScramCredentialsResult
+    if not broker.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
+        return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                 error_message="Cluster authorization failed.", results=[])
     known = _credentials(broker)
     asked = None if request.body.users is None else [u.name for u in request.body.users]
     results = []
@@ -172,6 +176,10 @@ async def handle_alter_user_scram_credentials(broker: Broker, request: Request):
     R = AlterUserScramCredentialsResponse[version]
     body = request.body
     users = [d.name for d in body.deletions] + [u.name for u in body.upsertions]
+    if not broker.allowed(Op.ALTER, Res.CLUSTER, CLUSTER_NAME):
+        return R(throttle_time_ms=0, results=[R.AlterUserScramCredentialsResult(
+            user=user, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            error_message="Cluster authorization failed.") for user in dict.fromkeys(users)])
     twice = {u for u in users if users.count(u) > 1}
     known = _credentials(broker)
     errors: dict[str, tuple[int, str]] = {}
