@@ -89,6 +89,7 @@ async def handle_sasl_authenticate(broker: Broker, request: Request):
     if len(auth_bytes) > broker.config["sasl.server.max.receive.size"]:
         # Kafka: "Failing SASL authentication due to invalid receive size"; it closes, answering nothing
         log.warning("closing %s: SASL token of %d bytes before authentication", peer_host.get(), len(auth_bytes))
+        _count_failure(broker)
         return AuthenticationFailure(None)
     try:
         token = await authenticate(broker, session, auth_bytes)
@@ -123,9 +124,14 @@ async def authenticate(broker: Broker, session: SaslSession, token: bytes) -> by
     except AuthenticationFailed as exc:
         session.state = "failed"
         log.warning("SASL %s authentication from %s failed: %s", session.mechanism, peer_host.get(), exc.reason)
-        broker.failed_authentications.record(peer_host.get().removeprefix("/"), trio.current_time() * 1000)
+        _count_failure(broker)
         await trio.sleep(broker.config["connection.failed.authentication.delay.ms"] / 1000)
         raise
+
+
+def _count_failure(broker: Broker) -> None:
+    """One more failure towards the client address's failed.authentication.limit (broker/auth_limit.py)."""
+    broker.failed_authentications.record(peer_host.get().removeprefix("/"), trio.current_time() * 1000)
 
 
 # ---- SCRAM credentials (KIP-554) ------------------------------------------------------------

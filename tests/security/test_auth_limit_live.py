@@ -19,7 +19,7 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from tests.broker.wire import WireClient
 from tests.conftest import start_broker
 from tests.security.brokers import PASSWORD, USER, USERS
-from tests.security.sasl_wire import NONE, SASL_AUTHENTICATION_FAILED, authenticate
+from tests.security.sasl_wire import NONE, SASL_AUTHENTICATION_FAILED, authenticate, handshake
 from tests.security.tls import (
     TlsWireClient,
     broker_settings,
@@ -32,6 +32,7 @@ AUTHENTICATED, FAILED, CLOSED = "authenticated", "SASL_AUTHENTICATION_FAILED", "
 SERVED = "answered"
 WRONG = "not-the-password"
 LIMIT, WINDOW_MS = 3, 4000
+MAX_TOKEN = 1024  # sasl.server.max.receive.size
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +40,7 @@ def broker(tmp_path_factory):
     b = start_broker(tmp_path_factory.mktemp("auth-limit"), users=USERS,
                      listeners="SASL_PLAINTEXT://127.0.0.1:0", **{
                          "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+                         "sasl.server.max.receive.size": str(MAX_TOKEN),
                          "failed.authentication.limit": str(LIMIT),
                          "failed.authentication.window.ms": str(WINDOW_MS)})
     yield b
@@ -90,6 +92,16 @@ def test_failures_with_any_mechanism_count(broker):
         assert answers[-1].error_code == SASL_AUTHENTICATION_FAILED
     assert plain(broker, "127.0.0.13", WRONG) == FAILED
     assert plain(broker, "127.0.0.13", PASSWORD) == CLOSED
+
+
+def test_oversized_sasl_tokens_count(broker):
+    for _ in range(LIMIT):
+        client = WireClient(broker.listeners["SASL_PLAINTEXT"], source="127.0.0.18")
+        assert handshake(client, "PLAIN").error_code == NONE
+        client.send(SaslAuthenticateRequest[2](auth_bytes=b"x" * (MAX_TOKEN + 1)))
+        assert client.receive_frame() is None  # closed unanswered, as Kafka closes it
+        client.close()
+    assert plain(broker, "127.0.0.18", PASSWORD) == CLOSED
 
 
 def test_other_addresses_are_served_while_one_is_refused(broker):
