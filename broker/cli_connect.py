@@ -4,7 +4,8 @@ Every command speaks only the Kafka protocol through kafka-python, so it works a
 Kafka as well as Gregor. Before a client is made, each bootstrap address is probed with a plain
 TCP connect: a refused or silent address then fails in seconds, where kafka-python would retry
 for its 30 s bootstrap timeout. kafka-python's own log lines are silenced; what went wrong is
-raised as CliError and printed once by broker/cli.py.
+raised as CliError and printed once by broker/cli.py. A --command-config file (Java properties,
+as Kafka's tools take it) becomes kafka-python's TLS and SASL settings.
 """
 
 from __future__ import annotations
@@ -14,18 +15,28 @@ import re
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import kafka.errors as Errors
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
 
-from broker.cli_format import parse_bootstrap
+from broker.cli_format import UsageError, parse_bootstrap, parse_properties
 
 PROBE_TIMEOUT_S = 3.0
 CLIENT_ID = "gregor-cli"
 # after the probe, how long a client may take to bootstrap (ApiVersions, Metadata) and to answer
 BOOTSTRAP_TIMEOUT_MS = 10_000
 REQUEST_TIMEOUT_MS = 15_000
+# The Kafka client properties a --command-config file may set, as kafka-python names them; kafka-python
+# reads PEM files only, so the trust and key stores must be PEM (ssl.*.type=PEM)
+CLIENT_PROPERTIES = {"security.protocol": "security_protocol", "sasl.mechanism": "sasl_mechanism",
+                     "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
+                     "ssl.truststore.location": "ssl_cafile", "ssl.keystore.location": "ssl_certfile",
+                     "ssl.key.password": "ssl_password"}
+OTHER_PROPERTIES = ("sasl.jaas.config", "ssl.truststore.type", "ssl.keystore.type",
+                    "ssl.endpoint.identification.algorithm")
+_JAAS_OPTION = re.compile(r'\b(username|password)\s*=\s*"([^"]*)"')
 
 
 class CliError(Exception):
@@ -94,10 +105,52 @@ def kafka_errors(action: str) -> Iterator[None]:
         raise CliError(f"cannot {action}: {error_text(exc)}") from None
 
 
+def command_config(path: str) -> dict:
+    """kafka-python's client settings from a Kafka --command-config file (a bad file: status 2)."""
+    try:
+        properties = parse_properties(Path(path).read_text())
+    except OSError as exc:
+        raise CliError(f"cannot read --command-config {path}: {exc.strerror}", status=2) from None
+    except UsageError as exc:
+        raise CliError(f"--command-config {path}: {exc}", status=2) from None
+    unknown = sorted(set(properties) - set(CLIENT_PROPERTIES) - set(OTHER_PROPERTIES))
+    if unknown:
+        raise CliError(f"--command-config {path}: unknown {', '.join(unknown)} (known: "
+                       f"{', '.join(sorted((*CLIENT_PROPERTIES, *OTHER_PROPERTIES)))})", status=2)
+    for store in ("ssl.truststore.type", "ssl.keystore.type"):
+        if properties.get(store, "PEM").upper() != "PEM":
+            raise CliError(f"--command-config {path}: {store}={properties[store]}: only PEM files can be read",
+                           status=2)
+    configs = {CLIENT_PROPERTIES[k]: v for k, v in properties.items() if k in CLIENT_PROPERTIES}
+    if "sasl.jaas.config" in properties:  # `... required username="alice" password="...";`
+        options = dict(_JAAS_OPTION.findall(properties["sasl.jaas.config"]))
+        if "username" not in options or "password" not in options:
+            raise CliError(f'--command-config {path}: sasl.jaas.config needs username="..." and password="..."',
+                           status=2)
+        configs.update(sasl_plain_username=options["username"], sasl_plain_password=options["password"])
+    protocol = configs.get("security_protocol", "PLAINTEXT")
+    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise CliError(f"--command-config {path}: unknown security.protocol {protocol}", status=2)
+    sasl = {"sasl_mechanism", "sasl_plain_username", "sasl_plain_password"}
+    if protocol.startswith("SASL_") and not sasl <= set(configs):
+        raise CliError(f"--command-config {path}: {protocol} needs sasl.mechanism and sasl.jaas.config (or "
+                       "sasl.username and sasl.password)", status=2)
+    for key in ("ssl.truststore.location", "ssl.keystore.location"):
+        if key in properties and not Path(properties[key]).is_file():
+            raise CliError(f"--command-config {path}: {key}: no file {properties[key]}", status=2)
+    if "ssl_certfile" in configs:  # Kafka's PEM key store holds the key and the certificate chain
+        configs["ssl_keyfile"] = configs["ssl_certfile"]
+    if "ssl.endpoint.identification.algorithm" in properties:  # empty turns the host name check off
+        configs["ssl_check_hostname"] = bool(properties["ssl.endpoint.identification.algorithm"])
+    return configs
+
+
 @contextmanager
-def admin_client(bootstrap: str) -> Iterator[KafkaAdminClient]:
+def admin_client(bootstrap: str, config_file: str | None = None) -> Iterator[KafkaAdminClient]:
+    """An admin client of `bootstrap`, with the TLS and SASL settings of a --command-config file."""
+    security = command_config(config_file) if config_file else {}
     with kafka_errors(f"connect to {bootstrap}"):
-        admin = KafkaAdminClient(**_common(bootstrap))
+        admin = KafkaAdminClient(**_common(bootstrap), **security)
     try:
         yield admin
     finally:

@@ -1,5 +1,6 @@
 """What the `gregor` client commands parse and print, with no I/O: times, durations, `K=V`
-arguments, bootstrap addresses, aligned tables, and the offsets a group reset moves to.
+arguments, bootstrap addresses, Java properties, aligned tables, and the offsets a group reset
+moves to.
 
 Kept apart from the commands so that every rule here is tested with plain values; nothing
 here opens a socket or writes to a stream.
@@ -63,6 +64,24 @@ def parse_bootstrap(text: str) -> list[tuple[str, int]]:
             raise UsageError(f"--bootstrap expects HOST:PORT, got {item.strip()!r}")
         servers.append((host.strip("[]"), int(port)))
     return servers
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java properties as Kafka's tools read a --command-config file: `KEY=VALUE` or `KEY: VALUE`
+    lines, `#` and `!` comments, a line ending in a backslash continued on the next."""
+    found: dict[str, str] = {}
+    lines = iter(enumerate(text.splitlines(), 1))
+    for number, line in lines:
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        while line.endswith("\\"):
+            line = line[:-1] + next(lines, (0, ""))[1].lstrip()
+        sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
+        if sep < 0:
+            raise UsageError(f"line {number}: expected KEY=VALUE, got {line!r}")
+        found[line[:sep].strip()] = line[sep + 1:].strip()
+    return found
 
 
 def parse_topic_partitions(text: str) -> tuple[str, list[int] | None]:
