@@ -1,6 +1,6 @@
 """`gregor` command line: the broker (`gregor serve`, `gregor settings`) and the operator's client
-commands, which speak only the Kafka protocol (`gregor topic`, `group`, `produce`, `consume`,
-`cluster`, `query`; broker/cli_admin.py, cli_groups.py, cli_records.py).
+commands, which speak only the Kafka protocol (`gregor topic`, `group`, `acl`, `produce`, `consume`,
+`cluster`, `query`; broker/cli_admin.py, cli_groups.py, cli_acl.py, cli_records.py).
 
 Every failure prints one line, `gregor: ...`, on stderr: bad arguments or settings exit with
 status 2, a command the broker refused or could not be reached for with 1. The parser and the
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from broker import cli_admin, cli_groups, cli_records, cli_users
+from broker import cli_acl, cli_admin, cli_groups, cli_records, cli_users
 from broker.cli_connect import CliError
 from broker.cli_format import DEFAULT_BOOTSTRAP, UsageError, parse_bootstrap, parse_key_value
 
@@ -28,6 +28,7 @@ EPILOG = """\
 client commands (each takes --bootstrap HOST:PORT, default 127.0.0.1:9092):
   gregor topic create|list|describe|alter|add-partitions|delete|create-view
   gregor group list|describe|reset-offsets|delete
+  gregor acl add|list|remove
   gregor produce TOPIC < lines          gregor consume TOPIC [--from-beginning]
   gregor cluster info                   gregor query --topic T (--key K --admin H:P | --from TIME)
 They speak only the Kafka protocol, so they work against Apache Kafka too (docs/cli.md).
@@ -79,11 +80,17 @@ TABLE_OR_JSON = "text: an aligned table (default); json: one line of JSON, for s
 
 
 def _client(sub: argparse._SubParsersAction, name: str, run: Callable, help: str, *, output: str | None = None,
-            description: str | None = None) -> argparse.ArgumentParser:
-    """A client command's parser: --bootstrap, and --output (its help `output`) where it prints data."""
+            description: str | None = None, secure: bool = False) -> argparse.ArgumentParser:
+    """A client command's parser: --bootstrap, --output (its help `output`) where it prints data, and
+    --command-config where it takes TLS and SASL settings (`secure`)."""
     parser = sub.add_parser(name, help=help, description=description or help)
     parser.add_argument("--bootstrap", type=_arg(_bootstrap), default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
                         help=f"a broker of the cluster, Gregor or Kafka (default {DEFAULT_BOOTSTRAP})")
+    if secure:
+        parser.add_argument("--command-config", metavar="FILE",
+                            help="Kafka client properties: security.protocol, sasl.mechanism, sasl.jaas.config "
+                            "(or sasl.username, sasl.password), ssl.truststore.location, ssl.keystore.location "
+                            "(PEM files)")
     if output:
         parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help=output)
     parser.set_defaults(run=run)
@@ -177,6 +184,46 @@ def _add_group(sub: argparse._SubParsersAction) -> None:
     delete.add_argument("groups", nargs="+", metavar="GROUP")
 
 
+def _add_acl(sub: argparse._SubParsersAction) -> None:
+    acl = sub.add_parser("acl", help="add, list and remove ACLs",
+                         description="ACL bindings over the Kafka protocol (CreateAcls, DescribeAcls, DeleteAcls), "
+                         "as kafka-acls; the broker needs an authorizer (authorizer.class.name). "
+                         "`gregor acl COMMAND --help` for each command.")
+    cmds = acl.add_subparsers(dest="acl_command", required=True, metavar="COMMAND")
+    add = _client(cmds, "add", cli_acl.add, "allow or deny a principal operations on a resource", secure=True)
+    listed = _client(cmds, "list", cli_acl.list_acls, "the ACLs a filter selects", output=TABLE_OR_JSON, secure=True)
+    remove = _client(cmds, "remove", cli_acl.remove, "remove the ACLs a filter selects, printing them",
+                     output=TABLE_OR_JSON, secure=True, description="Remove the ACLs a filter selects and print "
+                     "them. A filter that selects every ACL (no selector) needs --all.")
+    for parser in (add, listed, remove):
+        filtering = parser is not add
+        parser.add_argument("--principal", type=_arg(cli_acl.parse_principal), required=not filtering,
+                            metavar="TYPE:NAME", help="e.g. User:alice; User:* is every principal")
+        parser.add_argument("--host", default=None if filtering else "*",
+                            help="the client address the ACL applies to" + ("" if filtering else " (default *)"))
+        parser.add_argument("--operation", type=_arg(cli_acl.parse_operations), action="append",
+                            default=[], required=not filtering, metavar="OP[,OP...]",
+                            help=f"repeatable; {cli_acl.OPERATION_NAMES}")
+        permission = parser.add_mutually_exclusive_group()
+        permission.add_argument("--allow", action="store_true",
+                                help="only ALLOW ACLs" if filtering else "allow the operations (default)")
+        permission.add_argument("--deny", action="store_true",
+                                help="only DENY ACLs" if filtering else "deny the operations")
+        resource = parser.add_mutually_exclusive_group(required=not filtering)
+        name = {"type": _arg(cli_acl.parse_resource_name), "metavar": "NAME"}
+        resource.add_argument("--topic", **name, help="a topic (or topic name prefix with --prefixed)")
+        resource.add_argument("--group", **name, help="a consumer group")
+        resource.add_argument("--transactional-id", **name, help="a transactional id")
+        resource.add_argument("--cluster", action="store_true", help="the cluster")
+        pattern = parser.add_mutually_exclusive_group()
+        pattern.add_argument("--prefixed", action="store_true",
+                             help="PREFIXED patterns: NAME is a prefix (default LITERAL: the exact name)")
+        if filtering:
+            pattern.add_argument("--match", action="store_true",
+                                 help="every pattern that applies to NAME: literal, * and prefixes")
+    remove.add_argument("--all", action="store_true", help="allow a filter that removes every ACL")
+
+
 def _add_records(sub: argparse._SubParsersAction) -> None:
     produce = _client(sub, "produce", cli_records.produce, "send stdin to a topic, one record per line",
                       description="Send one record per stdin line (without its newline; an empty line is an "
@@ -243,6 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_users.add_parser(sub)
     _add_topic(sub)
     _add_group(sub)
+    _add_acl(sub)
     _add_records(sub)
     cluster = sub.add_parser("cluster", help="the cluster's brokers, controller and id",
                              description="The cluster over the Kafka protocol. `gregor cluster info --help`.")
