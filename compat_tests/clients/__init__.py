@@ -22,6 +22,8 @@ _MODULES = {"kafka-python": "kafka_python", "confluent-kafka": "confluent", "jav
 
 # Offset specs for `list_offset`, as ListOffsets timestamps.
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+# isolation.level of consumers and ListOffsets.
+READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
 
 
 class Unsupported(Exception):
@@ -90,6 +92,26 @@ class GroupMember(Protocol):
     def stop(self) -> None: ...
 
 
+class TransactionalProducer(Protocol):
+    """A producer with a transactional.id whose transactions are initialized (InitProducerId answered).
+    Errors surface as ClientError; after one the producer can still be aborted, abandoned or closed."""
+
+    def begin(self) -> None: ...
+
+    def send(self, topic: str, messages: list[Message]) -> None:
+        """Send in the open transaction and wait for every acknowledgement."""
+
+    def commit(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+    def abandon(self) -> None:
+        """Stop dead, the open transaction neither committed nor aborted, as a crashed producer does."""
+
+    def close(self) -> None:
+        """Release the client; quiet about errors (the producer may be fenced)."""
+
+
 class KafkaClient(Protocol):
     name: str
 
@@ -99,13 +121,25 @@ class KafkaClient(Protocol):
         offsets. `max_request_bytes` raises the client's own size limit so the broker's is tested."""
 
     def consume(self, topic: str, partitions: list[int], start: int | str, *, count: int | None = None,
-                reset: str | None = None, timeout: float = 20.0) -> list[Record]:
+                reset: str | None = None, timeout: float = 20.0,
+                isolation: str = READ_UNCOMMITTED) -> list[Record]:
         """Assign `partitions`, start at an offset, "earliest", "latest" or "time:MS", read `count`
         records, or (count None) up to the end offsets seen at the start."""
 
-    def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+    def list_offset(self, topic: str, partition: int, timestamp: int, *,
+                    isolation: str = READ_UNCOMMITTED) -> tuple[int, int]:
         """ListOffsets for a timestamp or LATEST / EARLIEST / MAX_TIMESTAMP: (offset, timestamp);
         (-1, -1) when no record matches."""
+
+    def transactional_producer(self, transactional_id: str, *,
+                               transaction_timeout_ms: int = 60000) -> TransactionalProducer: ...
+
+    def transform(self, group: str, source: str, sink: str, count: int, *, commit: bool,
+                  prefix: bytes = b"out-") -> list[Record]:
+        """Consume-transform-produce once: read `count` records of `source` as the group's only member
+        (read_committed), send prefix+value of each to the same partition of `sink` in one transaction
+        with the consumed offsets and the consumer's group metadata, then commit or abort. Returns
+        the records read."""
 
     def group_consume(self, group: str, topic: str, count: int) -> list[Record]:
         """Subscribe as the only member, read `count` records committing them, leave."""

@@ -12,13 +12,22 @@ import uuid
 import pytest
 from kafka import errors as kafka_errors
 
-from compat_tests.clients import ClientError, Delivery, GroupDescription, PollingMember, Record
+from compat_tests.clients import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    ClientError,
+    Delivery,
+    GroupDescription,
+    PollingMember,
+    Record,
+)
 
 try:
     from confluent_kafka import (
         OFFSET_BEGINNING,
         OFFSET_END,
         Consumer,
+        IsolationLevel,
         KafkaError,
         KafkaException,
         Producer,
@@ -38,7 +47,7 @@ except ImportError:  # reported by require()
 # librdkafka's local (negative) error codes that stand for a Kafka error.
 _LOCAL = {"_AUTO_OFFSET_RESET": "OFFSET_OUT_OF_RANGE", "_MSG_SIZE_TOO_LARGE": "MESSAGE_TOO_LARGE",
           "_UNKNOWN_TOPIC": "UNKNOWN_TOPIC_OR_PARTITION", "_UNKNOWN_PARTITION": "UNKNOWN_TOPIC_OR_PARTITION",
-          "_INVALID_ARG": "INVALID_ARG"}
+          "_INVALID_ARG": "INVALID_ARG", "_FENCED": "PRODUCER_FENCED"}
 _RESETS = {None: "earliest", "earliest": "earliest", "latest": "latest", "none": "error"}
 
 
@@ -105,13 +114,15 @@ class Client:
                 raise ClientError(error_code(err), err.str())
         return [Delivery(p, o) for _, p, o in reports]
 
-    def _consumer(self, group: str | None, reset: str | None) -> Consumer:
+    def _consumer(self, group: str | None, reset: str | None, isolation: str = READ_UNCOMMITTED) -> Consumer:
         return Consumer({"bootstrap.servers": self.bootstrap, "group.id": group or f"compat-{uuid.uuid4()}",
                          "enable.auto.commit": False, "auto.offset.reset": _RESETS[reset],
+                         "isolation.level": isolation,
                          "fetch.wait.max.ms": 100, "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
 
-    def consume(self, topic, partitions, start, *, count=None, reset=None, timeout=20.0):
-        consumer = self._consumer(None, reset)
+    def consume(self, topic, partitions, start, *, count=None, reset=None, timeout=20.0,
+                isolation=READ_UNCOMMITTED):
+        consumer = self._consumer(None, reset, isolation)
         got: list[Record] = []
         try:
             if start == "earliest" or start == "latest":
@@ -148,12 +159,52 @@ class Client:
             consumer.close()
         return got
 
-    def list_offset(self, topic, partition, timestamp):
+    def list_offset(self, topic, partition, timestamp, *, isolation=READ_UNCOMMITTED):
         spec = {-1: OffsetSpec.latest(), -2: OffsetSpec.earliest(), -3: OffsetSpec.max_timestamp()}.get(
             timestamp) or OffsetSpec.for_timestamp(timestamp)
         tp = TopicPartition(topic, partition)
-        [info] = self._admin_result(self.admin.list_offsets({tp: spec})).values()
+        level = IsolationLevel.READ_COMMITTED if isolation == READ_COMMITTED else IsolationLevel.READ_UNCOMMITTED
+        [info] = self._admin_result(self.admin.list_offsets({tp: spec}, isolation_level=level)).values()
         return (info.offset, info.timestamp)
+
+    def transactional_producer(self, transactional_id, *, transaction_timeout_ms=60000):
+        return _TransactionalProducer(Producer({
+            "bootstrap.servers": self.bootstrap, "transactional.id": transactional_id,
+            "transaction.timeout.ms": transaction_timeout_ms, "linger.ms": 5}))
+
+    def transform(self, group, source, sink, count, *, commit, prefix=b"out-"):
+        consumer = self._consumer(group, "earliest", READ_COMMITTED)
+        producer = _TransactionalProducer(Producer({"bootstrap.servers": self.bootstrap,
+                                                    "transactional.id": f"{group}-txn", "linger.ms": 5}))
+        read: list = []
+        try:
+            consumer.subscribe([source])
+            deadline = time.monotonic() + 30
+            while len(read) < count and time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is not None and msg.error() is None:
+                    read.append(msg)
+            if len(read) < count:
+                raise ClientError("TIMEOUT", f"read {len(read)} of {count} records of {source} in 30 s")
+            producer.begin()
+            for m in read:
+                producer.producer.produce(sink, key=m.key(), value=prefix + m.value(), partition=m.partition())
+            if producer.producer.flush(30):  # abort_transaction purges what is still unsent
+                raise ClientError("TIMEOUT", f"{sink}: output undelivered after 30 s")
+            ends = {(m.topic(), m.partition()): m.offset() + 1 for m in read}
+            producer.call(producer.producer.send_offsets_to_transaction,
+                          [TopicPartition(t, p, o) for (t, p), o in ends.items()],
+                          consumer.consumer_group_metadata(), 30)
+            if commit:
+                producer.commit()
+            else:
+                producer.abort()
+        except KafkaException as e:
+            _raise(e)
+        finally:
+            producer.close()
+            consumer.close()
+        return [_record(m) for m in read]
 
     def group_consume(self, group, topic, count):
         consumer = self._consumer(group, "earliest")
@@ -222,6 +273,54 @@ class Client:
         [d] = self._admin_result(self.admin.describe_consumer_groups([group], request_timeout=15)).values()
         members = {m.member_id: {tp.partition for tp in m.assignment.topic_partitions} for m in d.members}
         return GroupDescription(_state_name(d.state), members)
+
+
+class _TransactionalProducer:
+    def __init__(self, producer: Producer) -> None:
+        self.producer = producer
+        self.call(producer.init_transactions, 60)
+
+    @staticmethod
+    def call(method, *args) -> None:
+        try:
+            method(*args)
+        except KafkaException as e:
+            _raise(e)
+
+    def begin(self):
+        self.call(self.producer.begin_transaction)
+
+    def send(self, topic, messages):
+        errors = []
+
+        def report(err, _msg):
+            if err is not None:
+                errors.append(err)
+
+        try:
+            for m in messages:
+                extra = {"partition": m.partition} if m.partition is not None else {}
+                self.producer.produce(topic, key=m.key, value=m.value, headers=list(m.headers) or None,
+                                      timestamp=m.timestamp or 0, on_delivery=report, **extra)
+            remaining = self.producer.flush(30)
+        except KafkaException as e:
+            _raise(e)
+        if remaining:
+            raise ClientError("TIMEOUT", f"{remaining} messages undelivered after 30 s")
+        if errors:
+            raise ClientError(error_code(errors[0]), errors[0].str())
+
+    def commit(self):
+        self.call(self.producer.commit_transaction, 30)
+
+    def abort(self):
+        self.call(self.producer.abort_transaction, 30)
+
+    def abandon(self):
+        """librdkafka has no crash; the producer is left running, never told to end the transaction."""
+
+    def close(self):
+        self.producer = None  # librdkafka's destroy; no flush, no abort
 
 
 def _state_name(state) -> str:

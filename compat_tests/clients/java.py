@@ -12,6 +12,7 @@ import base64
 import functools
 import hashlib
 import json
+import queue
 import re
 import shutil
 import subprocess
@@ -21,7 +22,15 @@ from pathlib import Path
 
 import pytest
 
-from compat_tests.clients import ClientError, Delivery, GroupDescription, Message, Record, stop_process
+from compat_tests.clients import (
+    READ_UNCOMMITTED,
+    ClientError,
+    Delivery,
+    GroupDescription,
+    Message,
+    Record,
+    stop_process,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "tests/clients/java/GregorJavaClient.java"
@@ -155,8 +164,11 @@ _EXCEPTIONS = {
     "InvalidPartitionsException": "INVALID_PARTITIONS",
     "InvalidConfigurationException": "INVALID_CONFIG",
     "TimeoutException": "TIMEOUT",
+    "ProducerFencedException": "PRODUCER_FENCED",
+    "InvalidProducerEpochException": "INVALID_PRODUCER_EPOCH",
 }
 _ERROR_LINE = re.compile(r"^ERROR: (?:[\w$]+\.)*(\w+): ", re.MULTILINE)
+_EXCEPTION = re.compile(r"(?:^|caused by )(?:[\w$]+\.)*(\w+): ", re.MULTILINE)
 
 
 def error_code(stderr: str) -> str:
@@ -164,6 +176,13 @@ def error_code(stderr: str) -> str:
     if match is None:
         return "UNKNOWN"
     return _EXCEPTIONS.get(match.group(1), match.group(1))
+
+
+def exception_code(described: str) -> str:
+    """The Kafka error name of the harness's describe(e) text: the first exception in the cause chain
+    that names one (a KafkaException wrapping a ProducerFencedException is PRODUCER_FENCED)."""
+    names = _EXCEPTION.findall(described)
+    return next((_EXCEPTIONS[n] for n in names if n in _EXCEPTIONS), names[0] if names else "UNKNOWN")
 
 
 def _b64(data: bytes | None) -> str:
@@ -211,20 +230,33 @@ class Client:
                             *props)
         return [Delivery(a["partition"], a["offset"]) for a in sorted(acks, key=lambda a: a["index"])]
 
-    def consume(self, topic, partitions, start, *, count=None, reset=None, timeout=20.0):
+    def consume(self, topic, partitions, start, *, count=None, reset=None, timeout=20.0,
+                isolation=READ_UNCOMMITTED):
         args = ["consume-assign", "--topic", topic, "--partitions", ",".join(map(str, partitions)),
-                "--from", str(start)]
+                "--from", str(start), "--prop", f"isolation.level={isolation}"]
         args += ["--to-end"] if count is None else ["--max", str(count)]
         if reset is not None:
             args += ["--prop", f"auto.offset.reset={reset}"]
         args += ["--prop", "max.partition.fetch.bytes=2097152"]
         return [_record(r) for r in self.run(*args, timeout_ms=int(timeout * 1000))]
 
-    def list_offset(self, topic, partition, timestamp):
+    def list_offset(self, topic, partition, timestamp, *, isolation=READ_UNCOMMITTED):
         spec = {-1: "latest", -2: "earliest", -3: "max-timestamp"}.get(timestamp, f"time:{timestamp}")
         [answer] = self.run("admin", "list-offsets", "--topic", topic, "--partitions", str(partition),
-                            "--spec", spec)
+                            "--spec", spec, "--isolation", isolation)
         return answer["offset"], answer["timestamp"]
+
+    def transactional_producer(self, transactional_id, *, transaction_timeout_ms=60000):
+        return _TransactionalProducer(java_command([
+            "txn-producer", "--transactional-id", transactional_id, "--bootstrap", self.bootstrap,
+            "--timeout-ms", "30000", "--deadline-ms", "600000",
+            "--prop", f"transaction.timeout.ms={transaction_timeout_ms}"]))
+
+    def transform(self, group, source, sink, count, *, commit, prefix=b"out-"):
+        lines = self.run("txn-transform", "--group", group, "--topic", source, "--output", sink,
+                         "--transactional-id", f"{group}-txn", "--max", str(count),
+                         "--end", "commit" if commit else "abort", "--value-prefix", prefix.decode())
+        return [_record(r) for r in lines if "offset" in r]
 
     def group_consume(self, group, topic, count):
         lines = self.run("consume-group", "--group", group, "--topic", topic, "--max", str(count))
@@ -269,6 +301,80 @@ class Client:
     def describe_group(self, group):
         [d] = self.run("admin", "describe-group", "--group", group)
         return GroupDescription(d["state"], {m["member_id"]: {p for _, p in m["partitions"]} for m in d["members"]})
+
+
+class _TransactionalProducer:
+    """A txn-producer JVM driven line by line on stdin; a reader thread queues its answers."""
+
+    ANSWER_TIMEOUT_S = 60.0  # longer than the harness's own max.block.ms (30 s)
+
+    def __init__(self, command: list[str]) -> None:
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the JVM
+        self.proc = subprocess.Popen(command, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, text=True)
+        self._answers: queue.Queue[dict | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        try:
+            self._await("init")
+        except ClientError:
+            self.close()
+            raise
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if line.strip():
+                self._answers.put(json.loads(line))
+        self._answers.put(None)
+
+    def _stderr(self) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read().decode(errors="replace")
+
+    def _await(self, command: str) -> None:
+        try:
+            answer = self._answers.get(timeout=self.ANSWER_TIMEOUT_S)
+        except queue.Empty:
+            raise ClientError("TIMEOUT", f"txn-producer: no answer to {command} in {self.ANSWER_TIMEOUT_S} s")
+        if answer is None:
+            stderr = self._stderr()
+            raise ClientError(error_code(stderr), f"txn-producer exited during {command}: {stderr}")
+        if "failed" in answer:
+            raise ClientError(exception_code(answer["error"]), f"{command}: {answer['error']}")
+
+    def _command(self, *lines: str) -> None:
+        try:
+            self.proc.stdin.write("".join(line + "\n" for line in lines))
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # it exited; _await reports why
+        self._await(lines[-1].split("\t")[0])
+
+    def begin(self):
+        self._command("begin")
+
+    def send(self, topic, messages):
+        self._command(*(f"send\t{topic}\t{_input_line(m)}" for m in messages), "flush")
+
+    def commit(self):
+        self._command("commit")
+
+    def abort(self):
+        self._command("abort")
+
+    def abandon(self):
+        self.proc.stdin.write("halt\n")
+        self.proc.stdin.flush()
+        self.proc.wait(30)
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write("close\n")
+                self.proc.stdin.close()
+                self.proc.wait(30)
+            except (BrokenPipeError, subprocess.TimeoutExpired):
+                stop_process(self.proc)
+        self.stderr.close()
 
 
 class _Member:

@@ -7,8 +7,17 @@ import time
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka import errors as kafka_errors
 from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic, OffsetSpec
+from kafka.structs import OffsetAndMetadata
 
-from compat_tests.clients import ClientError, Delivery, GroupDescription, PollingMember, Record, Unsupported
+from compat_tests.clients import (
+    READ_UNCOMMITTED,
+    ClientError,
+    Delivery,
+    GroupDescription,
+    PollingMember,
+    Record,
+    Unsupported,
+)
 
 _SPECS = {-1: OffsetSpec.LATEST, -2: OffsetSpec.EARLIEST, -3: OffsetSpec.MAX_TIMESTAMP}
 _RESETS = {None: "earliest", "earliest": "earliest", "latest": "latest", "none": "none"}
@@ -65,9 +74,10 @@ class Client:
             producer.close(5)
         return [Delivery(m.partition, m.offset) for m in metas]
 
-    def consume(self, topic, partitions, start, *, count=None, reset=None, timeout=20.0):
+    def consume(self, topic, partitions, start, *, count=None, reset=None, timeout=20.0,
+                isolation=READ_UNCOMMITTED):
         consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
-                                 auto_offset_reset=_RESETS[reset], fetch_max_wait_ms=100,
+                                 auto_offset_reset=_RESETS[reset], fetch_max_wait_ms=100, isolation_level=isolation,
                                  max_partition_fetch_bytes=2 << 20, request_timeout_ms=15000)
         tps = [TopicPartition(topic, p) for p in partitions]
         got: list[Record] = []
@@ -102,11 +112,50 @@ class Client:
             consumer.close()
         return got[:count] if count is not None else got
 
-    def list_offset(self, topic, partition, timestamp):
+    def list_offset(self, topic, partition, timestamp, *, isolation=READ_UNCOMMITTED):
         tp = TopicPartition(topic, partition)
         spec = _SPECS.get(timestamp, timestamp)
-        found = self._admin_call(lambda a: a.list_partition_offsets({tp: spec}))[tp]
+        found = self._admin_call(lambda a: a.list_partition_offsets({tp: spec}, isolation_level=isolation))[tp]
         return (-1, -1) if found is None else (found.offset, found.timestamp)
+
+    def transactional_producer(self, transactional_id, *, transaction_timeout_ms=60000):
+        return _TransactionalProducer(KafkaProducer(
+            bootstrap_servers=self.bootstrap, transactional_id=transactional_id,
+            transaction_timeout_ms=transaction_timeout_ms, linger_ms=5, request_timeout_ms=15000,
+            max_block_ms=30000))
+
+    def transform(self, group, source, sink, count, *, commit, prefix=b"out-"):
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=group, enable_auto_commit=False,
+                                 auto_offset_reset="earliest", isolation_level="read_committed",
+                                 fetch_max_wait_ms=100, session_timeout_ms=10000, heartbeat_interval_ms=500)
+        producer = self.transactional_producer(f"{group}-txn")
+        read: list = []
+        try:
+            consumer.subscribe([source])
+            deadline = time.monotonic() + 30
+            while len(read) < count and time.monotonic() < deadline:
+                for batch in consumer.poll(200, max_records=count - len(read)).values():
+                    read.extend(batch)
+            if len(read) < count:
+                raise ClientError("TIMEOUT", f"read {len(read)} of {count} records of {source} in 30 s")
+            producer.begin()
+            futures = [producer.producer.send(sink, key=r.key, value=prefix + r.value, partition=r.partition)
+                       for r in read]
+            producer.producer.flush(30)
+            for f in futures:
+                f.get(timeout=30)
+            ends = {TopicPartition(r.topic, r.partition): OffsetAndMetadata(r.offset + 1, "", -1) for r in read}
+            producer.producer.send_offsets_to_transaction(ends, consumer.group_metadata())
+            if commit:
+                producer.commit()
+            else:
+                producer.abort()
+        except kafka_errors.KafkaError as e:
+            raise ClientError(error_code(e), repr(e)) from e
+        finally:
+            producer.close()
+            consumer.close()
+        return [_record(r) for r in read]
 
     def _group_consumer(self, group: str, topic: str) -> KafkaConsumer:
         consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=group, enable_auto_commit=False,
@@ -170,6 +219,46 @@ class Client:
             assignment = m.get("member_assignment") or {}
             members[m["member_id"]] = {p for t in assignment.get("assigned_partitions", []) for p in t["partitions"]}
         return GroupDescription(d["group_state"], members)
+
+
+class _TransactionalProducer:
+    def __init__(self, producer: KafkaProducer) -> None:
+        self.producer = producer
+        self._call(producer.init_transactions)
+
+    def _call(self, method, *args):
+        try:
+            return method(*args)
+        except kafka_errors.KafkaError as e:
+            raise ClientError(error_code(e), repr(e)) from e
+
+    def begin(self):
+        self._call(self.producer.begin_transaction)
+
+    def send(self, topic, messages):
+        def send_all():
+            futures = [self.producer.send(topic, key=m.key, value=m.value, headers=list(m.headers),
+                                          partition=m.partition, timestamp_ms=m.timestamp) for m in messages]
+            self.producer.flush(30)
+            for f in futures:
+                f.get(timeout=30)
+
+        self._call(send_all)
+
+    def commit(self):
+        self._call(self.producer.commit_transaction)
+
+    def abort(self):
+        self._call(self.producer.abort_transaction)
+
+    def abandon(self):
+        """An in-process producer cannot crash: it is left running, never told to end the transaction."""
+
+    def close(self):
+        try:
+            self.producer.close(timeout=0)
+        except kafka_errors.KafkaError:
+            pass  # a fenced producer may complain; it is closed either way
 
 
 class _Member(PollingMember):

@@ -19,7 +19,7 @@ import threading
 
 import pytest
 
-from compat_tests.clients import ClientError, Message, Record, Unsupported, stop_process
+from compat_tests.clients import READ_UNCOMMITTED, ClientError, Message, Record, Unsupported, stop_process
 
 
 class KcatError(Exception):
@@ -152,14 +152,15 @@ class Client:
             lines = "".join(f"{_text(m.key, 'key')}{_DELIMITER}{_text(m.value, 'value')}\n" for m in run)
             self.run(args, input=lines, timeout=60)
 
-    def consume(self, topic, partitions, start, *, count=None, reset=None, timeout=20.0):
+    def consume(self, topic, partitions, start, *, count=None, reset=None, timeout=20.0,
+                isolation=READ_UNCOMMITTED):
         if isinstance(start, str) and start.startswith("time:"):
             offset = f"s@{start[5:]}"
         else:
             offset = {"earliest": "beginning", "latest": "end"}.get(str(start), str(start))
         got: list[Record] = []
         for partition in partitions:
-            args = ["-C", "-t", topic, "-p", str(partition), "-o", offset, "-J"]
+            args = ["-C", "-t", topic, "-p", str(partition), "-o", offset, "-J", "-X", f"isolation.level={isolation}"]
             args += ["-e"] if count is None else ["-c", str(count - len(got))]
             if reset is not None:
                 args += ["-X", f"auto.offset.reset={'error' if reset == 'none' else reset}"]
@@ -169,7 +170,9 @@ class Client:
                 break
         return got
 
-    def list_offset(self, topic, partition, timestamp):
+    def list_offset(self, topic, partition, timestamp, *, isolation=READ_UNCOMMITTED):
+        if isolation != READ_UNCOMMITTED:
+            raise Unsupported("kcat -Q has no isolation level")
         if timestamp == -3:
             raise Unsupported("kcat's librdkafka 2.0.2 sends ListOffsets <= v2; max-timestamp (-3) needs v7")
         out = self.run(["-Q", "-t", f"{topic}:{partition}:{timestamp}"]).stdout
@@ -204,6 +207,11 @@ class Client:
         raise Unsupported("kcat has no admin operations beyond metadata")
 
     create_topic = topic_configs = create_partitions = delete_topic = list_groups = describe_group = _no_admin
+
+    def _no_transactions(self, *args, **kwargs):
+        raise Unsupported("kcat has no transactional producer")
+
+    transactional_producer = transform = _no_transactions
 
 
 def _record(item: dict) -> Record:

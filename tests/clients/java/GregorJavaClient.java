@@ -4,6 +4,8 @@
  * stderr. Exit codes: 0 ok, 1 client error, 2 usage error, 3 hard deadline passed.
  * It only drives the client: it never decides whether the broker's answer is right.
  */
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -19,6 +21,7 @@ import java.util.Optional;
 import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Collectors;
@@ -27,6 +30,7 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -40,6 +44,8 @@ import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.IsolationLevel;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
@@ -75,7 +81,17 @@ public final class GregorJavaClient {
         "  admin create-topic --topic T [--partitions P] [--replication-factor R] [--config k=v]",
         "  admin create-partitions --topic T --partitions TOTAL | admin delete-topic --topic T",
         "  admin list-topics | admin describe-topics --topic T[,T2]",
+        "  txn-producer --transactional-id X   initTransactions, then one command per stdin line, each",
+        "          answered by {done: CMD} or {failed: CMD, error} (the producer stays usable):",
+        "          begin | send<TAB>TOPIC<TAB>an --input line (answered at the next flush) | flush |",
+        "          commit | abort | close | halt (exits at once: no abort, no close, as a crash would)",
+        "  txn-transform --group G --topic IN --output OUT --transactional-id X --max N",
+        "          [--end commit|abort] [--value-prefix V]   the consume-transform-produce loop: reads N",
+        "          records of IN with G (read_committed), sends V+value to OUT's same partition in one",
+        "          transaction with the consumed offsets (sendOffsetsToTransaction with the consumer's",
+        "          group metadata), then commits or aborts; prints the records read, then {done: END}",
         "  admin list-offsets --topic T [--partitions 0,1] --spec earliest|latest|max-timestamp|time:MS",
+        "          [--isolation read_uncommitted|read_committed]",
         "  admin describe-configs (--topic T | --broker ID) | admin describe-cluster",
         "  admin list-groups | admin describe-group --group G | admin group-offsets --group G");
 
@@ -95,6 +111,8 @@ public final class GregorJavaClient {
                 case "consume-assign": consumeAssign(a); break;
                 case "consume-group": consumeGroup(a); break;
                 case "spark-read": sparkRead(a); break;
+                case "txn-producer": txnProducer(a); break;
+                case "txn-transform": txnTransform(a); break;
                 case "admin": admin(a); break;
                 default: throw new UsageError("unknown command " + a.command);
             }
@@ -314,6 +332,96 @@ public final class GregorJavaClient {
             .map(s -> new TopicPartition(topic, Integer.parseInt(s.trim()))).collect(Collectors.toList());
     }
 
+    // ---- transactions --------------------------------------------------------------------
+
+    static Properties txnProducerProps(Args a) {
+        Properties p = a.clientProps();
+        p.putIfAbsent("transactional.id", a.required("--transactional-id"));
+        p.putIfAbsent("max.block.ms", String.valueOf(a.timeoutMs));
+        p.putIfAbsent("linger.ms", "5");
+        return p;
+    }
+
+    static void txnProducer(Args a) throws Exception {
+        KafkaProducer<byte[], byte[]> producer =
+            new KafkaProducer<>(txnProducerProps(a), new ByteArraySerializer(), new ByteArraySerializer());
+        producer.initTransactions();
+        emit("done", "init");
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        List<Future<RecordMetadata>> pending = new ArrayList<>();
+        Exception sendFailure = null;  // a send that threw is reported by the next flush
+        for (String line; (line = in.readLine()) != null; ) {
+            String[] f = line.split("\t", 3);
+            String command = f[0];
+            try {
+                switch (command) {
+                    case "begin": producer.beginTransaction(); break;
+                    case "send":
+                        try { pending.add(producer.send(inputRecord(f[1], f[2]))); }
+                        catch (KafkaException e) { if (sendFailure == null) sendFailure = e; }
+                        continue;
+                    case "flush":
+                        producer.flush();
+                        if (sendFailure != null) throw sendFailure;
+                        for (Future<RecordMetadata> sent : pending) sent.get();
+                        break;
+                    case "commit": producer.commitTransaction(); break;
+                    case "abort": producer.abortTransaction(); break;
+                    case "halt":
+                        synchronized (OUT_LOCK) { System.out.flush(); }
+                        Runtime.getRuntime().halt(0);
+                        break;
+                    case "close": producer.close(); emit("done", "close"); return;
+                    default: throw new UsageError("unknown txn-producer command " + command);
+                }
+                emit("done", command);
+            } catch (UsageError e) {
+                throw e;
+            } catch (Exception e) {
+                emit("failed", command, "error", describe(e));
+            } finally {
+                if (!command.equals("send")) { pending.clear(); sendFailure = null; }
+            }
+        }
+        producer.close();
+    }
+
+    static void txnTransform(Args a) throws Exception {
+        String output = a.required("--output");
+        byte[] prefix = utf8(a.opt("--value-prefix", ""));
+        int max = a.intOpt("--max", 1);
+        long deadline = System.currentTimeMillis() + a.timeoutMs;
+        Properties cp = consumerProps(a, a.required("--group"), "earliest");
+        cp.put("isolation.level", "read_committed");
+        try (KafkaConsumer<byte[], byte[]> c =
+                 new KafkaConsumer<>(cp, new ByteArrayDeserializer(), new ByteArrayDeserializer());
+             KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(
+                 txnProducerProps(a), new ByteArraySerializer(), new ByteArraySerializer())) {
+            producer.initTransactions();
+            c.subscribe(List.of(a.required("--topic")));
+            List<ConsumerRecord<byte[], byte[]>> read = new ArrayList<>();
+            while (read.size() < max && System.currentTimeMillis() < deadline)
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200)))
+                    if (read.size() < max) read.add(r);
+            if (read.size() < max)
+                throw new IllegalStateException("read " + read.size() + " of " + max + " records in time");
+            producer.beginTransaction();
+            Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+            for (ConsumerRecord<byte[], byte[]> r : read) {
+                byte[] value = Arrays.copyOf(prefix, prefix.length + r.value().length);
+                System.arraycopy(r.value(), 0, value, prefix.length, r.value().length);
+                producer.send(new ProducerRecord<>(output, r.partition(), r.key(), value));
+                offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                emitRecord(r);
+            }
+            producer.flush();  // abortTransaction drops what is still unsent; the output must reach the log
+            producer.sendOffsetsToTransaction(offsets, c.groupMetadata());
+            if (a.opt("--end", "commit").equals("commit")) producer.commitTransaction();
+            else producer.abortTransaction();
+            emit("done", a.opt("--end", "commit"));
+        }
+    }
+
     static void event(String name, Collection<TopicPartition> tps) {
         emit("event", name, "partitions", pairsOf(tps));
     }
@@ -446,7 +554,9 @@ public final class GregorJavaClient {
                 .stream().map(TopicPartitionInfo::partition).sorted().collect(Collectors.toList());
         Map<TopicPartition, OffsetSpec> req = new LinkedHashMap<>();
         for (int pt : parts) req.put(new TopicPartition(topic, pt), os);
-        Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> res = admin.listOffsets(req).all().get();
+        IsolationLevel isolation = IsolationLevel.valueOf(a.opt("--isolation", "read_uncommitted").toUpperCase());
+        Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> res =
+            admin.listOffsets(req, new ListOffsetsOptions(isolation)).all().get();
         for (TopicPartition tp : req.keySet()) {
             var info = res.get(tp);
             emit("partition", tp.partition(), "offset", info.offset(), "timestamp", info.timestamp(),
