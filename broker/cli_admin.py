@@ -24,7 +24,7 @@ WAIT_FOR_TOPIC_MS = 10_000
 
 def create(args: argparse.Namespace, out: TextIO) -> int:
     configs = dict(args.config)
-    with admin_client(args.bootstrap) as admin:
+    with admin_client(args.bootstrap, args.command_config) as admin:
         _create(admin, args.name, {"num_partitions": args.partitions, "replication_factor": args.replicas,
                                    "configs": configs})
     out.write(f"created topic {args.name}\n")
@@ -34,7 +34,7 @@ def create(args: argparse.Namespace, out: TextIO) -> int:
 def create_view(args: argparse.Namespace, out: TextIO) -> int:
     """A view is a topic created with `view.source` and `view.tags` configs; -1 partitions takes the
     source's count (docs/extensions.md)."""
-    with admin_client(args.bootstrap) as admin:
+    with admin_client(args.bootstrap, args.command_config) as admin:
         _create(admin, args.name, {"num_partitions": -1, "replication_factor": -1,
                                    "configs": {"view.source": args.source, "view.tags": args.tags}},
                 what="view")
@@ -56,7 +56,7 @@ def _create(admin: KafkaAdminClient, name: str, spec: dict[str, Any], what: str 
 
 
 def list_topics(args: argparse.Namespace, out: TextIO) -> int:
-    with admin_client(args.bootstrap) as admin, kafka_errors("list topics"):
+    with admin_client(args.bootstrap, args.command_config) as admin, kafka_errors("list topics"):
         found = admin.describe_topics()
     rows = sorted((t["name"], len(t["partitions"]), _replication(t), t["is_internal"]) for t in found
                   if args.internal or not t["is_internal"])
@@ -72,7 +72,7 @@ def _replication(topic: dict) -> int | None:
 
 
 def describe(args: argparse.Namespace, out: TextIO) -> int:
-    with admin_client(args.bootstrap) as admin:
+    with admin_client(args.bootstrap, args.command_config) as admin:
         topic_partitions(admin, args.name)  # an unknown topic ends here, with its name
         with kafka_errors(f"describe topic {args.name}"):
             (topic,) = admin.describe_topics([args.name])
@@ -114,7 +114,7 @@ def alter(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError("give --config KEY=VALUE or --delete-config KEY", status=2)
     changes: dict[str, tuple[AlterConfigOp, str | None]] = {k: (AlterConfigOp.SET, v) for k, v in args.config}
     changes.update({k: (AlterConfigOp.DELETE, None) for k in args.delete_config})
-    with admin_client(args.bootstrap) as admin:
+    with admin_client(args.bootstrap, args.command_config) as admin:
         topic_partitions(admin, args.name)
         with kafka_errors(f"alter topic {args.name}"):
             result = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, args.name, changes)],
@@ -130,7 +130,7 @@ def alter(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def add_partitions(args: argparse.Namespace, out: TextIO) -> int:
-    with admin_client(args.bootstrap) as admin:
+    with admin_client(args.bootstrap, args.command_config) as admin:
         topic_partitions(admin, args.name)
         with kafka_errors(f"add partitions to {args.name}"):
             result = admin.create_partitions({args.name: args.to}, raise_errors=False)
@@ -144,7 +144,7 @@ def add_partitions(args: argparse.Namespace, out: TextIO) -> int:
 
 def delete(args: argparse.Namespace, out: TextIO) -> int:
     """Deletes each named topic; reports every failure and exits 1 if any."""
-    with admin_client(args.bootstrap) as admin, kafka_errors(f"delete {', '.join(args.names)}"):
+    with admin_client(args.bootstrap, args.command_config) as admin, kafka_errors(f"delete {', '.join(args.names)}"):
         result = admin.delete_topics(args.names, raise_errors=False)
     failed = []
     for topic in result["topics"]:
@@ -161,7 +161,7 @@ def delete(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cluster_info(args: argparse.Namespace, out: TextIO) -> int:
-    with admin_client(args.bootstrap) as admin, kafka_errors("describe the cluster"):
+    with admin_client(args.bootstrap, args.command_config) as admin, kafka_errors("describe the cluster"):
         found = admin.describe_cluster()
     info = {"cluster_id": found["cluster_id"], "controller_id": found["controller_id"],
             "brokers": sorted(({"id": b["broker_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
