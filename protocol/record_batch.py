@@ -33,6 +33,16 @@ TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
 CODEC_ZSTD = 4
 
+# Kafka's EndTransactionMarker, the one record of a transaction marker (a control batch):
+# key = version i16 (0) | type i16 (0 = ABORT, 1 = COMMIT); value = version i16 (0) | coordinator epoch i32
+CONTROL_KEY = struct.Struct(">hh")
+CONTROL_VALUE = struct.Struct(">hi")
+ABORT_MARKER = 0
+COMMIT_MARKER = 1
+# the marker record: length, attributes, timestampDelta, offsetDelta, key length, key, value length,
+# value, header count; every varint fits one byte (zigzag: 2n)
+_MARKER_RECORD = struct.Struct(">bbbbb4sb6sb")
+
 
 class InvalidBatch(Exception):
     """A batch a broker must refuse; carries the Kafka error code to answer with."""
@@ -156,3 +166,19 @@ def stamp_log_append_time(batch: bytearray, now_ms: int) -> None:
     struct.pack_into(">h", batch, ATTRIBUTES_OFFSET, attributes)
     struct.pack_into(">q", batch, MAX_TIMESTAMP_OFFSET, now_ms)
     struct.pack_into(">I", batch, 17, crc32c.crc32c(memoryview(batch)[CRC_START:]))
+
+
+def end_transaction_marker(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                           timestamp_ms: int) -> bytearray:
+    """A transaction marker as Kafka's MemoryRecords.withEndTransactionMarker writes it: a
+    RecordBatch v2 with attributes transactional | control (0x30), baseOffset 0, baseSequence
+    -1, both timestamps `timestamp_ms`, uncompressed, one record carrying the marker."""
+    key = CONTROL_KEY.pack(0, COMMIT_MARKER if commit else ABORT_MARKER)
+    value = CONTROL_VALUE.pack(0, coordinator_epoch)
+    body = _MARKER_RECORD.size - 1
+    out = bytearray(HEADER_SIZE + _MARKER_RECORD.size)
+    _MARKER_RECORD.pack_into(out, HEADER_SIZE, 2 * body, 0, 0, 0, 2 * len(key), key, 2 * len(value), value, 0)
+    HEADER.pack_into(out, 0, 0, len(out) - LOG_OVERHEAD, 0, 2, 0, TRANSACTIONAL_BIT | CONTROL_BIT, 0,
+                     timestamp_ms, timestamp_ms, producer_id, producer_epoch, -1, 1)
+    struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
+    return out
