@@ -1,9 +1,11 @@
 """Checkpoint file and clean-shutdown marker.
 
-Owns `<data_dir>/checkpoint` (format version 4, JSON, replaced atomically): commitlog write
+Owns `<data_dir>/checkpoint` (format version 5, JSON, replaced atomically): commitlog write
 position, newest store timestamp per segment, each queue's log start offset and log end
 (the state topic's queue among them), leader-epoch histories that are not the single-node one,
-the log cleaner's point in each compacted partition it cleaned, and the key index's last file and entry count with the commitlog position it
+the log cleaner's point in each compacted partition it cleaned, the open transactions of each
+partition that has had transactional batches (with its aborted index's newest marker), and the
+key index's last file and entry count with the commitlog position it
 covers (the key dispatcher runs behind the writer); and `<data_dir>/clean_shutdown`,
 an empty file present only between a clean close and the next open. A checkpoint is saved
 only once the commitlog below its write position and the derived files up to its bounds are
@@ -18,11 +20,12 @@ from pathlib import Path
 
 from store.atomic_file import fsync_dir, replace
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 # version 1 lacks key_index: no recovery from it after a crash; versions before 3 lack
 # key_position: their key index covered everything below write_position; versions before 4
-# were written by Gregor 1, whose commitlog holds no state records (store/state.py)
-READABLE_VERSIONS = (1, 2, 3, 4)
+# were written by Gregor 1, whose commitlog holds no state records (store/state.py); version 4
+# lacks transactions: it was written before the store knew any
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 
 
 @dataclass
@@ -39,6 +42,10 @@ class Checkpoint:
     # "<topic_id>/<p>" -> (the log cleaner's point, the oldest tombstone timestamp it kept or
     # None), only for compacted partitions it has cleaned (store/compaction.py)
     cleaned: dict[str, tuple[int, int | None]] = field(default_factory=dict)
+    # "<topic_id>/<p>" -> (producer id -> first offset of its open transaction, the marker offset
+    # of the aborted index's newest entry or None), for partitions that have had transactional
+    # batches (store/transactions.py)
+    transactions: dict[str, tuple[dict[int, int], int | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.key_position is None:
@@ -51,7 +58,10 @@ class Checkpoint:
                "key_index": None if self.key_index is None else list(self.key_index),
                "key_position": self.key_position,
                "epochs": {k: [list(e) for e in v] for k, v in self.epochs.items()},
-               "cleaned": {k: list(v) for k, v in self.cleaned.items()}}
+               "cleaned": {k: list(v) for k, v in self.cleaned.items()},
+               "transactions": {k: {"open": sorted([pid, first] for pid, first in txns.items()),
+                                    "last_aborted": last}
+                                for k, (txns, last) in self.transactions.items()}}
         replace(path, json.dumps(doc).encode())
 
     @classmethod
@@ -67,7 +77,9 @@ class Checkpoint:
                    {k: (v[0], v[1]) for k, v in doc["queues"].items()},
                    None if key_index is None else (key_index[0], key_index[1]), doc.get("key_position"),
                    doc["version"], {k: [(e[0], e[1]) for e in v] for k, v in doc.get("epochs", {}).items()},
-                   {k: (v[0], v[1]) for k, v in doc.get("cleaned", {}).items()})
+                   {k: (v[0], v[1]) for k, v in doc.get("cleaned", {}).items()},
+                   {k: ({pid: first for pid, first in v["open"]}, v["last_aborted"])
+                    for k, v in doc.get("transactions", {}).items()})
 
 
 def queue_key(topic_id: str, partition: int) -> str:

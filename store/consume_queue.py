@@ -25,6 +25,7 @@ import numpy as np
 
 from store.errors import CorruptEntry, StorageFull
 from store.segment import sync_mapping
+from store.transactions import ABORTED_INDEX
 
 QUEUE_ENTRY = np.dtype([("pos", "<i8"), ("size", "<i4"), ("tag", "<i8")])
 ENTRY_SIZE = QUEUE_ENTRY.itemsize  # 20
@@ -121,6 +122,8 @@ class ConsumeQueue:
             raise CorruptEntry(f"consume queue {directory} is missing")
         q = cls(directory, per_file)
         for path in directory.iterdir():
+            if path.name.startswith(ABORTED_INDEX):  # the partition's aborted-transactions index
+                continue
             if not path.name.isdigit() or int(path.name) % per_file:
                 raise CorruptEntry(f"unexpected consume queue file {path}")
             q.files[int(path.name) // per_file] = _map(path, per_file * ENTRY_SIZE, create=False)

@@ -7,6 +7,12 @@ queue, index file, ...) driven by ReputMessageService. Here:
   by recovery for every scanned entry, and by a follower applying shipped commitlog bytes:
   consume-queue entries (tag hashes for topics with `tag.header`), the high watermark, and the
   time index.
+* `to_transactions` is the synchronous step for transactional and control batches (attribute
+  bits 0x10 and 0x20; for every other batch the callers' cost is one attribute test): the
+  partition's open transactions and its aborted-transactions index (store/transactions.py).
+  Relocated batches (the log cleaner's copies) are not fed to it: their offsets were derived
+  when first appended. A full rebuild derives a partition whose queue the cleaner touched with
+  `rederive_transactions`, from its batches in offset order.
 * `KeyDispatcher` is the asynchronous step, off the write path: a thread that follows the
   commitlog from the position the key index covers to the write position and indexes the keys
   of records of topics with `key.index.enable` (on by default, as RocketMQ's
@@ -27,6 +33,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from protocol.record_batch import ABORT_MARKER, COMMIT_MARKER, CONTROL_BIT, CONTROL_KEY, TRANSACTIONAL_BIT
 from store import entry as E
 from store import records
 from store.commitlog import CommitLog
@@ -35,6 +42,7 @@ from store.key_index import KeyIndex
 from store.key_worker import KeyWorker, KeyWorkerError
 from store.partition import Partition
 from store.segment_walk import resync
+from store.transactions import Transactions
 
 log = logging.getLogger(__name__)
 IDLE_S = 0.05  # the dispatcher's nap when it has caught up: each wake-up takes the GIL from the event loop
@@ -79,6 +87,77 @@ def to_queue(part: Partition, base_offset: int, record_count: int, batch_positio
     q.high_watermark = base_offset + record_count
     if part.time_index is not None:
         part.time_index.note(base_offset, max_timestamp, base_offset + record_count)
+
+
+TXN_BITS = TRANSACTIONAL_BIT | CONTROL_BIT
+ATTRIBUTES_LOW = 22  # a batch's attributes (i16 at 21) end here: the byte with the codec, transactional, control bits
+_PRODUCER_ID = struct.Struct(">q")  # at 43 in a batch
+
+
+def transactions_of(part: Partition) -> Transactions:
+    txns = part.txns
+    if txns is None:
+        txns = part.txns = Transactions(part.queue.directory)
+    return txns
+
+
+def reserve_marker(part: Partition) -> None:
+    """Before a control batch is written: room for the index entry it may add (StorageFull)."""
+    transactions_of(part).reserve()
+
+
+def to_transactions(part: Partition, batch, base_offset: int) -> None:
+    """Derive one transactional or control batch (the caller tested `batch[ATTRIBUTES_LOW] &
+    TXN_BITS`, and reserved with `reserve_marker` before a control batch was written): a data
+    batch opens its producer's transaction at its base offset unless one is open; a marker
+    (Kafka's EndTransactionMarker: COMMIT or ABORT) closes it, an ABORT into the index.
+    Control records of other types change nothing."""
+    txns = transactions_of(part)
+    producer_id = _PRODUCER_ID.unpack_from(batch, 43)[0]
+    if not batch[ATTRIBUTES_LOW] & CONTROL_BIT:
+        txns.begin(producer_id, base_offset)
+        return
+    kind = marker_type(batch)
+    if kind is not None:
+        txns.end(producer_id, base_offset, kind == ABORT_MARKER, part.hw is not None)
+
+
+def marker_type(batch) -> int | None:
+    """ABORT_MARKER or COMMIT_MARKER for a transaction marker, None for another control record."""
+    recs = records.cleaner_records(batch)[1]
+    key = recs[0].key if recs else None
+    if key is None or len(key) < CONTROL_KEY.size:
+        return None
+    version, kind = CONTROL_KEY.unpack_from(key)
+    return kind if version == 0 and kind in (ABORT_MARKER, COMMIT_MARKER) else None
+
+
+REDERIVE_STEP = 1 << 20  # queue entries looked at a time
+
+
+def rederive_transactions(part: Partition, commitlog: CommitLog) -> None:
+    """Derive the partition's transactions again from its live batches, in offset order: a
+    compacted queue's batches lie out of offset order in the commitlog (relocated copies),
+    and a truncated log may have lost markers that closed transactions."""
+    txns = part.txns
+    if txns is not None:
+        txns.reset()
+    q = part.queue
+    last_position = -1
+    for start in range(q.log_start, q.high_watermark, REDERIVE_STEP):
+        _, positions, sizes = q.live(start, min(start + REDERIVE_STEP, q.high_watermark))
+        first = np.ones(len(positions), dtype=bool)  # each batch's first entry
+        first[1:] = positions[1:] != positions[:-1]
+        if len(positions) and positions[0] == last_position:
+            first[0] = False
+        for position, size in zip(positions[first].tolist(), sizes[first].tolist()):
+            batch = commitlog.view(position, size) if size > 0 else None
+            if batch is not None and batch[ATTRIBUTES_LOW] & TXN_BITS:
+                if batch[ATTRIBUTES_LOW] & CONTROL_BIT:
+                    reserve_marker(part)
+                to_transactions(part, batch, _SPAN.unpack_from(batch, 0)[0])
+        if len(positions):
+            last_position = int(positions[-1])
 
 
 _SPAN = struct.Struct(">q")
@@ -151,7 +230,8 @@ def index_entries(seg, local: int, stop: int, rolled: bool, indexed: Callable[[s
             continue
         fields = unpack_header(view, local)
         topic = bytes(view[local + length - topic_length:local + length]).decode()
-        if indexed(topic, fields[6], fields[5]):
+        # a transaction marker's record has a key, but it is no message's
+        if not view[local + E.HEADER_SIZE + ATTRIBUTES_LOW] & CONTROL_BIT and indexed(topic, fields[6], fields[5]):
             batch_position = seg.start + local + E.HEADER_SIZE
             for delta, key in records.record_keys(view[local + E.HEADER_SIZE:local + length - topic_length]):
                 hashes.append(key_hash(topic, key))

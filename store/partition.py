@@ -14,6 +14,7 @@ from store.consume_queue import ConsumeQueue
 from store.epochs import EpochCache
 from store.time_index import TimeIndex
 from store.topics import RESERVED_PREFIX, TopicMeta
+from store.transactions import Transactions
 
 TAG_HEADER = "tag.header"
 KEY_INDEX_ENABLE = "key.index.enable"
@@ -46,6 +47,9 @@ class Partition:
     relocated: bool = False
     cleaned_to: int = 0  # the log cleaner's point: offsets below it were cleaned (store/compaction.py)
     tombstone_ts: int | None = None  # the oldest tombstone's batch timestamp the last clean kept
+    # open transactions and the aborted-transactions index (store/transactions.py): made at the
+    # partition's first transactional batch, then kept (and listed in every checkpoint)
+    txns: Transactions | None = None
 
     @classmethod
     def of(cls, meta: TopicMeta, index: int, queue: ConsumeQueue) -> Partition:

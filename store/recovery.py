@@ -21,7 +21,19 @@ from store.checkpoint import Checkpoint, queue_key
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.consume_queue import ConsumeQueue
-from store.dispatch import note_epoch, relocate, tags_of, to_queue
+from store.dispatch import (
+    ATTRIBUTES_LOW,
+    CONTROL_BIT,
+    TXN_BITS,
+    note_epoch,
+    rederive_transactions,
+    relocate,
+    reserve_marker,
+    tags_of,
+    to_queue,
+    to_transactions,
+    transactions_of,
+)
 from store.entry import RELOCATED, EntryHeader
 from store.epochs import EpochCache
 from store.errors import CorruptEntry
@@ -30,6 +42,7 @@ from store.partition import Partition, irregular, queue_dir
 from store.segment_walk import CorruptRegion
 from store.state import STATE_META, STATE_TOPIC_ID, StateView
 from store.topics import TopicMeta, TopicRegistry
+from store.transactions import ABORTED_INDEX, Transactions
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +116,7 @@ def load_trusted(root: Path, registry: TopicRegistry, config: StoreConfig, commi
                 raise CorruptEntry(f"checkpoint lacks {meta.name}-{p}")
             q.log_start, q.high_watermark = bounds
             _check_queue(q, commitlog, f"{meta.name}-{p}", commitlog.write_position, empty_after=True)
-            partitions[(meta.name, p)] = _with_epochs(Partition.of(meta, p, q), ckpt)
+            partitions[(meta.name, p)] = _from_checkpoint(Partition.of(meta, p, q), ckpt, crash=False)
     index = KeyIndex(root / "index", config.key_index_slots, config.key_index_entries)
     for f in index.files:
         if f.count and f.last_position >= commitlog.write_position:
@@ -205,6 +218,8 @@ def rebuild(root: Path, registry: TopicRegistry, config: StoreConfig, commitlog:
     for part in partitions.values():
         if not part.epochs.entries:  # no batch said otherwise: led by this store, epoch 0
             part.epochs.assign(0, part.queue.log_start)
+        if part.txns is not None and irregular(part):  # relocated copies lie out of offset order
+            rederive_transactions(part, commitlog)
     damage.log()
     log.info("rebuilt consume queues and key index from %d commitlog entries", entries)
     return partitions, index
@@ -235,7 +250,7 @@ def recover_from_checkpoint(root: Path, registry: TopicRegistry, config: StoreCo
             q.log_start, q.high_watermark = ckpt.queues.get(queue_key(str(meta.topic_id), p), (0, 0))
             _check_queue(q, commitlog, f"{meta.name}-{p}", start, empty_after=False)
             q.clear_after(q.high_watermark)
-            partitions[(meta.name, p)] = _with_epochs(Partition.of(meta, p, q), ckpt)
+            partitions[(meta.name, p)] = _from_checkpoint(Partition.of(meta, p, q), ckpt, crash=True)
     index = KeyIndex(root / "index", config.key_index_slots, config.key_index_entries)
     index.truncate(ckpt.key_index)
     damage = Damage()
@@ -291,9 +306,12 @@ def _dispatch(commitlog: CommitLog, scan: Iterator[EntryHeader | CorruptRegion],
             continue
         q = part.queue
         if e.flags & RELOCATED:
+            batch = commitlog.view(e.batch_position, e.batch_size)
             if rebuild:
                 q.log_start = min(q.log_start, e.base_offset)
-            relocate(part, commitlog.view(e.batch_position, e.batch_size), e.batch_position, e.batch_size)
+                if batch[ATTRIBUTES_LOW] & TXN_BITS:
+                    transactions_of(part)  # derived after the scan, from the batches in offset order
+            relocate(part, batch, e.batch_position, e.batch_size)
             entries += 1
             continue
         if e.base_offset < q.high_watermark:
@@ -307,20 +325,40 @@ def _dispatch(commitlog: CommitLog, scan: Iterator[EntryHeader | CorruptRegion],
         batch = commitlog.view(e.batch_position, e.batch_size)
         note_epoch(part, batch, e.base_offset)
         q.reserve(e.base_offset, e.record_count)  # a full disk fails the start, never SIGBUS
+        txn = batch[ATTRIBUTES_LOW] & TXN_BITS
+        if txn & CONTROL_BIT:
+            reserve_marker(part)
         to_queue(part, e.base_offset, e.record_count, e.batch_position, e.batch_size, tags_of(part, batch),
                  e.max_timestamp)  # keys: the store's KeyDispatcher, from the checkpoint's key position
+        if txn:
+            to_transactions(part, batch, e.base_offset)
         entries += 1
     return entries
 
 
-def _with_epochs(part: Partition, ckpt: Checkpoint) -> Partition:
+def _from_checkpoint(part: Partition, ckpt: Checkpoint, crash: bool) -> Partition:
     """The partition's epoch history as the checkpoint saved it (default: epoch 0 from its log
-    start), and whether the log cleaner has touched its queue; recovery's scan of later entries
-    adds what followed."""
+    start), whether the log cleaner has touched its queue, and its transactions; recovery's
+    scan of later entries adds what followed. After a `crash`, aborted-index entries past the
+    checkpoint's high watermark are cut (the scan derives them again). Raises CorruptEntry
+    when the index file does not end where the checkpoint says."""
     key = queue_key(str(uuid.UUID(bytes=part.topic_id)), part.index)
     saved = ckpt.epochs.get(key)
     part.epochs = EpochCache(saved or [(0, part.queue.log_start)])
     part.relocated = key in ckpt.cleaned
+    txns = ckpt.transactions.get(key)
+    q = part.queue
+    if txns is None and not (q.directory / ABORTED_INDEX).exists():
+        return part
+    open_txns, last = txns or ({}, None)
+    part.txns = index = Transactions.load(q.directory)
+    if crash:
+        index.cut(q.high_watermark)
+    # after the checkpoint, entries below its log start may have been dropped (Transactions.drop_below)
+    if index.last_aborted != last and not (last is not None and last < q.log_start and index.last_aborted is None):
+        raise CorruptEntry(f"the aborted-transactions index of {part.topic}-{part.index} ends at "
+                           f"{index.last_aborted}, the checkpoint says {last}")
+    index.restore(open_txns)
     return part
 
 

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from protocol.record_batch import BatchHeader, parse_header
+from protocol.record_batch import BatchHeader, end_transaction_marker, parse_header
 from store import legacy, msgid, records, recovery, retention
 from store.atomic_file import fsync_dir
 from store.checkpoint import Checkpoint, mark_clean, queue_key, take_clean_mark
@@ -33,7 +33,19 @@ from store.commitlog import CommitLog
 from store.compaction import Cleaner, CleanStats, Policy
 from store.config import StoreConfig
 from store.consume_queue import CORRUPT, ConsumeQueue
-from store.dispatch import KeyDispatcher, note_epoch, relocate, tags_of, to_queue
+from store.dispatch import (
+    ATTRIBUTES_LOW,
+    CONTROL_BIT,
+    TXN_BITS,
+    KeyDispatcher,
+    note_epoch,
+    rederive_transactions,
+    relocate,
+    reserve_marker,
+    tags_of,
+    to_queue,
+    to_transactions,
+)
 from store.entry import ENTRY_AT_BATCH, ENTRY_HEADER, MAGIC_DATA, RELOCATED, EntryHeader, crc_of, read_entry
 from store.errors import (
     AdminBusy,
@@ -85,6 +97,11 @@ class ReadResult:
     batches: list[memoryview]
     high_watermark: int
     log_start_offset: int
+    last_stable_offset: int = -1  # -1: the high watermark
+
+    def __post_init__(self) -> None:
+        if self.last_stable_offset < 0:
+            object.__setattr__(self, "last_stable_offset", self.high_watermark)
 
 
 class Store:
@@ -206,7 +223,7 @@ class Store:
     def _restore_cleaner_points(self, ckpt: Checkpoint) -> None:
         """Each compacted partition's cleaner point as the checkpoint saved it: after a restart
         the cleaner goes on from there instead of cleaning every partition from its log start.
-        (Recovery has marked the partitions the cleaner touched: recovery._with_epochs.)"""
+        (Recovery has marked the partitions the cleaner touched: recovery._from_checkpoint.)"""
         for part in self._all_partitions():
             saved = ckpt.cleaned.get(queue_key(str(uuid.UUID(bytes=part.topic_id)), part.index))
             if saved is not None and part.compacted:
@@ -336,6 +353,8 @@ class Store:
                              if len(p.epochs.entries) != 1 or p.epochs.entries[0][0] != 0}
                 cleaned = {(p.topic, p.index): (p.cleaned_to, p.tombstone_ts) for p in self._all_partitions()
                            if (p.compacted and p.cleaned_to > 0) or p.relocated}
+                txns = {(p.topic, p.index): (p.txns, p.txns.open.copy(), p.txns.last_aborted)
+                        for p in self._all_partitions() if p.txns is not None}
             queues = []
             for topic, index, q, log_start, hw in bounds:
                 if topic in ids:
@@ -346,16 +365,23 @@ class Store:
                         ckpt.epochs[key] = histories[(topic, index)]
                     if (topic, index) in cleaned:
                         ckpt.cleaned[key] = cleaned[(topic, index)]
+                    if (topic, index) in txns:
+                        ckpt.transactions[key] = txns[(topic, index)][1:]
             self._flusher.flush_now()
             if self.offline is not None:
                 return
             for key, q in queues:
                 if every_queue or self._checkpointed.get(key) != ckpt.queues[key]:
                     q.flush()
+            for index, _, _ in txns.values():
+                index.flush()
             with self._keys.lock:
                 self._key_index.flush()
             ckpt.save(self.root / "checkpoint")
             self._checkpointed = ckpt.queues
+            for topic, index, q, log_start, _ in bounds:  # now that the checkpoint has these log starts
+                if (topic, index) in txns and not q.closed:
+                    txns[(topic, index)][0].drop_below(log_start, self._lock)
 
     def wait_for_preallocation(self, timeout: float = 60.0) -> bool:
         """Block until the allocator has the next commitlog segment ready."""
@@ -744,11 +770,14 @@ class Store:
                 tags = tags_of(part, batch)
                 count = header.record_count
                 base = q.high_watermark
+                txn = header.attributes & TXN_BITS  # transactions: the one test ordinary batches pay
                 try:
                     # every page written below must have disk blocks first: a full disk is
                     # StorageFull here, before any byte is written, never SIGBUS on an mmap store
                     if base + count > q.refill_at:
                         self._reserve(q, base, count)
+                    if txn and txn & CONTROL_BIT:
+                        reserve_marker(part)
                     pos = log_append(batch, part.topic_id, part.topic_bytes, partition, base, count,
                                      now, header.max_timestamp, part.leader_epoch, part.internal)
                 except StoreError as exc:  # StorageFull, EntryTooLarge: nothing written
@@ -761,6 +790,8 @@ class Store:
                     continue
                 size = len(batch)
                 to_queue(part, base, count, pos, size, tags, header.max_timestamp)
+                if txn:
+                    to_transactions(part, batch, base)
                 # tuple.__new__, a C call: the NamedTuple's own __new__ is a Python function
                 out.append(_new_tuple(AppendResult, (base, base + count - 1, now,
                                                      pos + size + len(part.topic_bytes), handle)))
@@ -854,6 +885,7 @@ class Store:
             if self.offline is not None:
                 raise self.offline
             staged: list[tuple[Partition, int, int]] = []  # validate offsets before writing
+            markers: list[Partition] = []  # control batches: room for an aborted-index entry each
             next_offsets: dict[int, int] = {}
             local = 0
             while local < len(view):
@@ -868,9 +900,13 @@ class Store:
                                                f"is at {expected}: the logs diverged; truncate to the last common position")
                     next_offsets[id(part)] = e.base_offset + e.record_count
                     staged.append((part, e.base_offset, e.record_count))
+                    if view[local + ENTRY_AT_BATCH + ATTRIBUTES_LOW] & CONTROL_BIT:
+                        markers.append(part)
                 local += e.length
             for part, base, count in staged:  # disk blocks for the queue entries before any byte is written
                 part.queue.reserve(base, count)
+            for part in markers:
+                reserve_marker(part)
             try:
                 headers = self._log.append_raw(position, view)
             except OSError as exc:
@@ -889,6 +925,8 @@ class Store:
                 note_epoch(part, batch, e.base_offset)
                 to_queue(part, e.base_offset, e.record_count, e.batch_position, e.batch_size, tags_of(part, batch),
                          e.max_timestamp)
+                if batch[ATTRIBUTES_LOW] & TXN_BITS:
+                    to_transactions(part, batch, e.base_offset)
                 touched.append((part.topic, part.index))
                 self._last_ts = max(self._last_ts, e.store_timestamp)
             end = self._log.write_position
@@ -908,7 +946,8 @@ class Store:
                 for part in self._all_partitions():
                     q = part.queue
                     hw = q.first_offset_at_or_after(position)
-                    if hw < q.high_watermark:
+                    cut = hw < q.high_watermark
+                    if cut:
                         q.clear_after(hw)
                         q.high_watermark = hw
                         q.log_start = min(q.log_start, hw)
@@ -916,6 +955,8 @@ class Store:
                         part.epochs.truncate_from_end(hw)
                     if part.hw is not None:
                         part.hw = min(part.hw, hw)
+                    if cut and part.txns is not None:  # a marker cut off reopens its transaction
+                        rederive_transactions(part, self._log)
                 self._key_index.truncate_from(position)
                 self._keys.position = min(self._keys.position, position)
             with self._state_lock:  # the state as the remaining records say
@@ -925,23 +966,28 @@ class Store:
             self.write_checkpoint(every_queue=True)
 
     # ---- reads -----------------------------------------------------------------------
-    def read(self, topic: str, partition: int, offset: int, max_bytes: int) -> ReadResult:
+    def read(self, topic: str, partition: int, offset: int, max_bytes: int,
+             committed: bool = False) -> ReadResult:
         """Batches from `offset` below the high watermark (never beyond it: what the replicas
-        may not have yet stays unread)."""
+        may not have yet stays unread); with `committed` (read_committed), below the last
+        stable offset instead, so no batch of an open transaction is returned."""
         part = self._partition(topic, partition)
         q = part.queue
         end, start = q.high_watermark, q.log_start
         hw = end if part.hw is None else part.hw
+        txns = part.txns
+        stable = hw if txns is None else txns.last_stable(start, hw)
         if offset < start or offset > end:  # between the high watermark and the log end: nothing yet, as Kafka
             raise OffsetOutOfRange(f"{topic}-{partition} offset {offset} outside [{start}, {end}]")
+        limit = stable if committed else hw
         batches: list[memoryview] = []
         total = 0
-        while offset < hw:
+        while offset < limit:
             pos, size = q.entry(offset)
             if size == 0:  # a gap the log cleaner left (this topic is or was compacted): the next record follows
                 if q.closed:  # the topic was deleted meanwhile (closed before its files go)
                     raise self._missing(topic, partition)
-                offset = q.next_live(offset, hw)
+                offset = q.next_live(offset, limit)
                 continue
             if size == CORRUPT:
                 if batches:
@@ -959,7 +1005,36 @@ class Store:
             batches.append(view)
             total += size
             offset = _BASE.unpack_from(view, 0)[0] + _LAST_DELTA.unpack_from(view, 23)[0] + 1
-        return ReadResult(batches, hw, q.log_start)
+        return ReadResult(batches, hw, q.log_start, stable)
+
+    # ---- transactions (store/transactions.py) --------------------------------------------
+    def append_control(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                       coordinator_epoch: int = 0) -> AppendResult:
+        """Append a transaction marker (COMMIT or ABORT) for the producer, as Kafka's leader
+        writes it when the coordinator ends a transaction: it closes the producer's open
+        transaction in the partition, and an ABORT enters it into the aborted index. Raises
+        what `append` raises."""
+        batch = end_transaction_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                                       _time_ns() // 1_000_000)
+        return self.append(topic, partition, batch, parse_header(batch))
+
+    def last_stable_offset(self, topic: str, partition: int) -> int:
+        """The offset below which no record belongs to an open transaction: the first offset
+        of the oldest open one (not below the log start), or the high watermark if lower."""
+        part = self._partition(topic, partition)
+        hw = part.queue.high_watermark if part.hw is None else part.hw
+        return hw if part.txns is None else part.txns.last_stable(part.queue.log_start, hw)
+
+    def aborted_transactions(self, topic: str, partition: int, start: int, end: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions a fetch of [start, end)
+        overlaps (marker at or after `start`, first offset before `end`), by first offset."""
+        txns = self._partition(topic, partition).txns
+        return [] if txns is None else txns.collect(start, end)
+
+    def open_transactions(self, topic: str, partition: int) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction in the partition (a copy)."""
+        txns = self._partition(topic, partition).txns
+        return {} if txns is None else txns.open.copy()
 
     def high_watermark(self, topic: str, partition: int) -> int:
         """The offset below which records are readable: the log end on a single node; on a
@@ -982,6 +1057,8 @@ class Store:
             else:
                 offset = max(q.log_start, min(offset, q.high_watermark))
                 part.hw = offset if part.hw is None else max(part.hw, offset)
+            if part.txns is not None:
+                part.txns.replicated(part.hw)
             return q.high_watermark if part.hw is None else part.hw
 
     # ---- leader epochs (store/epochs.py) ------------------------------------------------
