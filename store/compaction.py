@@ -19,6 +19,12 @@ A consume queue is a table of pointers, so compacting a partition never rewrites
   and, below `log.cleaner.min.cleanable.ratio`, live compacted batches may go before its
   time (`deletable_prefix`): that is how a compacted topic's disk space comes back.
 
+Transactions (store/transactions.py): transaction markers (control batches) are always kept,
+and records of aborted transactions are not removed for being aborted (Kafka's cleaner removes
+both once safe); but an aborted record never supersedes another (it stays out of the key map),
+a marker's record is no keyed record, and nothing from the partition's last stable offset on is
+cleaned (Kafka's first unstable offset).
+
 Relocated entries are ordinary commitlog entries: recovery and a follower derive them with
 the same step as this cleaner (store/dispatch.py's `relocate`), so the compacted state
 survives a crash and replicates with the commitlog. Relocated bytes are made durable before
@@ -40,7 +46,7 @@ from typing import NamedTuple
 import numpy as np
 
 from protocol.rebatch import rebuilt
-from protocol.record_batch import CONTROL_BIT, HEADER
+from protocol.record_batch import CONTROL_BIT, HEADER, TRANSACTIONAL_BIT
 from store import records
 from store.config import StoreConfig
 from store.consume_queue import ConsumeQueue
@@ -98,6 +104,8 @@ class Batch(NamedTuple):
     stop: int  # baseOffset + lastOffsetDelta + 1
     max_ts: int
     control: bool
+    transactional: bool
+    producer_id: int
 
 
 def batches(q: ConsumeQueue, commitlog, start: int, stop: int) -> Iterator[Batch]:
@@ -115,7 +123,8 @@ def batches(q: ConsumeQueue, commitlog, start: int, stop: int) -> Iterator[Batch
             continue
         fields = HEADER.unpack_from(view)
         base, last = fields[0], fields[0] + fields[6]
-        yield Batch(pos, size, view, base, last + 1, fields[8], bool(fields[5] & CONTROL_BIT))
+        yield Batch(pos, size, view, base, last + 1, fields[8], bool(fields[5] & CONTROL_BIT),
+                    bool(fields[5] & TRANSACTIONAL_BIT), fields[9])
         offset = max(offset + 1, last + 1)
 
 
@@ -214,6 +223,9 @@ class Cleaner:
             return
         last = next(batches(q, commitlog, q.next_live(hw - 1, hw), hw), None)
         end = hw if last is None else last.base  # the last batch is never cleaned
+        txns = part.txns
+        if txns is not None:  # nor an open transaction's records, nor any after them (Kafka's first unstable offset)
+            end = min(end, txns.last_stable(start, hw))
         dirty_from = max(part.cleaned_to, start)
         keymap: dict[bytes, int] = {}
         clean_end = dirty_from
@@ -221,7 +233,8 @@ class Cleaner:
             if b.max_ts > now_ms - policy.min_lag_ms:
                 break
             self._breathe()
-            if not b.control:
+            # a marker's record is no data record, and an aborted transaction's records supersede nothing
+            if not b.control and not (b.transactional and txns is not None and txns.is_aborted(b.producer_id, b.base)):
                 live = set(_pointing(q, b).tolist())
                 for i, r in enumerate(records.cleaner_records(b.view)[1]):
                     if r.key is not None and r.offset in live:
@@ -242,7 +255,7 @@ class Cleaner:
             self._breathe()
             stats.batches_read += 1
             stats.bytes_read += b.size
-            if b.control:  # transaction markers: kept until transactions land (issue 19)
+            if b.control:  # transaction markers are always kept (Kafka removes them once safe)
                 continue
             live = _pointing(q, b)
             alive = set(live.tolist())
