@@ -28,7 +28,9 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
-ACL_PREFIX = b"A"  # state topic key prefix
+from store.state import ACL
+
+ACL_PREFIX = ACL  # state topic key prefix
 ACL_VALUE = b"\x01"  # value format version; a tombstone deletes the binding
 CLUSTER_NAME = "kafka-cluster"
 WILDCARD = "*"

@@ -21,6 +21,7 @@ from broker.group_coordinator import GroupCoordinator
 from broker.listeners import Listener
 from broker.metrics import BrokerMetrics
 from broker.producer_state import ProducerStateTable
+from broker.txn_coordinator import TxnCoordinator
 from store import AdminBusy, Store, StoreError, TopicExists, TopicMeta
 from store.topics import RESERVED_PREFIX
 
@@ -114,6 +115,8 @@ class Broker:
                                                             config["failed.authentication.window.ms"])
         self.producers = ProducerStateTable(store)
         self.coordinator = GroupCoordinator.from_config(config, store.offsets)
+        self.txn = TxnCoordinator(store, self.producers, config["transaction.max.timeout.ms"],
+                                  config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
         store.subscribe_appends(self.appends.notify)
         self.metrics = BrokerMetrics()
         self.metrics.watch(self)

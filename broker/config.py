@@ -68,6 +68,9 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "failed.authentication.window.ms": (int, 60000, "window of failed.authentication.limit"),
     "admin.token": (str, "", ("bearer token the admin HTTP API requires (Authorization: Bearer TOKEN); "
                               "required when the API is bound beyond loopback")),
+    "transaction.max.timeout.ms": (int, 900000, "largest transaction.timeout.ms a producer may ask"),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
+        int, 10000, "how often transactions older than their timeout are looked for and aborted"),
     "num.partitions": (int, 1, "partitions of an auto-created topic"),
     "auto.create.topics.enable": (_bool, True, "create unknown topics on Metadata/Produce"),
     "default.replication.factor": (int, 1, "reported replication factor (single broker)"),
@@ -154,7 +157,8 @@ class BrokerConfig:
     def validate(self) -> None:
         positive = ("num.partitions", "message.max.bytes", "socket.request.max.bytes",
                     "commitlog.segment.bytes", "consumequeue.entries.per.file", "flush.interval.ms",
-                    "checkpoint.interval.ms", "log.cleaner.backoff.ms")
+                    "checkpoint.interval.ms", "log.cleaner.backoff.ms", "transaction.max.timeout.ms",
+                    "transaction.abort.timed.out.transaction.cleanup.interval.ms")
         for name in positive:
             if self.values[name] <= 0:
                 raise ConfigError(f"{name} must be positive, got {self.values[name]}")

@@ -20,6 +20,7 @@ from protocol.record_batch import BatchHeader, parse_header
 from store import CorruptData
 from store.state import PRODUCER_IDS, PRODUCER_SNAPSHOT, decode_i64, encode_i64
 
+CONTROL_BIT = 0x20  # batch attributes: a transaction marker
 BATCHES_KEPT = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 ID_BLOCK = 1000
 
@@ -97,8 +98,9 @@ class ProducerStateTable:
         return APPEND
 
     def record(self, topic: str, partition: int, header: BatchHeader, base_offset: int) -> None:
-        """Remember an appended batch (also used when rebuilding state from the commitlog)."""
-        if header.producer_id < 0:
+        """Remember an appended batch (also used when rebuilding state from the commitlog); a
+        transaction marker (control batch) carries no sequence."""
+        if header.producer_id < 0 or header.attributes & CONTROL_BIT:
             return
         key = (topic, partition, header.producer_id)
         entry = self._entries.get(key)

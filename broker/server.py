@@ -53,6 +53,7 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
         async with trio.open_nursery() as nursery:
             if broker.coordinator is not None:
                 nursery.start_soon(broker.coordinator.run)
+            nursery.start_soon(broker.txn.run)
             nursery.start_soon(_snapshot_producers_periodically, broker)
             for lst, sockets in opened:
                 handler = partial(serve_connection, broker, lst, contexts.get(lst.name))

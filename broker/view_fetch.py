@@ -7,6 +7,9 @@ broker/view_batches.py checks the real header values there, so a hash
 collision never leaks a record. Offsets with no match at the end of the scanned
 range are covered by an empty batch so consumers move past them. Work per call
 is bounded by SCAN_LIMIT queue entries. Never writes.
+
+A view shows committed records only (issue 19): it ends at the source's last stable offset,
+and a batch of an aborted transaction is skipped like a batch without a match.
 """
 
 from __future__ import annotations
@@ -24,6 +27,17 @@ SCAN_CHUNK = 1 << 16  # queue entries compared per numpy call
 SCAN_LIMIT = 1 << 22  # queue entries scanned per partition per fetch (32 MiB of tag hashes)
 _LAST_DELTA = struct.Struct(">i")
 _BASE = struct.Struct(">q")
+_ATTRIBUTES = struct.Struct(">h")
+_PRODUCER_ID = struct.Struct(">q")
+TRANSACTIONAL_BIT = 0x10
+
+
+def _aborted(store: Store, source: str, partition: int, batch, base: int, last: int) -> bool:
+    """Is this a batch of an aborted transaction (its producer's aborted range covers it)?"""
+    if not _ATTRIBUTES.unpack_from(batch, 21)[0] & TRANSACTIONAL_BIT:
+        return False
+    pid = _PRODUCER_ID.unpack_from(batch, 43)[0]
+    return any(p == pid for p, _ in store.aborted_transactions(source, partition, base, last + 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +52,7 @@ def read_view(store: Store, view: View, tag_header: str, partition: int, offset:
               max_bytes: int) -> ViewRead:
     """Batches of the view from `offset`, at most `max_bytes` of them except the first (KIP-74)."""
     source = view.source
-    hw = store.high_watermark(source, partition)
+    hw = store.last_stable_offset(source, partition)
     start = store.log_start_offset(source, partition)
     if offset < start or offset > hw:
         raise OffsetOutOfRange(f"{view.name}-{partition} offset {offset} outside [{start}, {hw}]")
@@ -72,7 +86,8 @@ def read_view(store: Store, view: View, tag_header: str, partition: int, offset:
         scan(last + 1)
         inside = int(np.searchsorted(pending, last, side="right"))
         candidates = (pending[:inside] - base).tolist()  # offset deltas
-        data = filter_batch(batch, candidates, tag_header, view.tags)
+        data = None if _aborted(store, source, partition, batch, base, last) else filter_batch(
+            batch, candidates, tag_header, view.tags)
         if data is not None:
             if batches and size + len(data) > max_bytes:
                 pos = base

@@ -50,6 +50,10 @@ API_SPECS: dict[int, ApiSpec] = {s.api_key: s for s in (
     _spec(admin.CreateTopicsRequest, admin.CreateTopicsResponse, 2, 7),
     _spec(admin.DeleteTopicsRequest, admin.DeleteTopicsResponse, 1, 6),
     _spec(producer.InitProducerIdRequest, producer.InitProducerIdResponse, 0, 5),
+    _spec(producer.AddPartitionsToTxnRequest, producer.AddPartitionsToTxnResponse, 0, 3),  # v4+: brokers only
+    _spec(producer.AddOffsetsToTxnRequest, producer.AddOffsetsToTxnResponse, 0, 4),
+    _spec(producer.EndTxnRequest, producer.EndTxnResponse, 0, 4),
+    _spec(producer.TxnOffsetCommitRequest, producer.TxnOffsetCommitResponse, 0, 4),
     _spec(consumer.OffsetForLeaderEpochRequest, consumer.OffsetForLeaderEpochResponse, 2, 4),
     _spec(admin.DescribeConfigsRequest, admin.DescribeConfigsResponse, 1, 4),
     _spec(admin.AlterConfigsRequest, admin.AlterConfigsResponse, 0, 2),
@@ -65,6 +69,8 @@ API_SPECS: dict[int, ApiSpec] = {s.api_key: s for s in (
     _spec(sasl.SaslAuthenticateRequest, sasl.SaslAuthenticateResponse, 0, 2),
     _spec(admin.DescribeUserScramCredentialsRequest, admin.DescribeUserScramCredentialsResponse, 0, 0),
     _spec(admin.AlterUserScramCredentialsRequest, admin.AlterUserScramCredentialsResponse, 0, 0),
+    _spec(admin.DescribeTransactionsRequest, admin.DescribeTransactionsResponse, 0, 0),
+    _spec(admin.ListTransactionsRequest, admin.ListTransactionsResponse, 0, 1),
 )}
 
 API_VERSIONS_KEY = 18

@@ -40,6 +40,10 @@ TOPIC, OFFSET, PRODUCER = b"T", b"O", b"P"
 CREDENTIAL = b"C"  # + u8 SCRAM mechanism (1: SHA-256, 2: SHA-512) + UTF-8 user: broker/sasl.py's value
 PRODUCER_IDS = b"P\x01"
 PRODUCER_SNAPSHOT = b"P\x02"
+# the first byte of every other kind of key (each documented in docs/storage.md, The state topic):
+ACL = b"A"  # + an ACL binding (broker/acl.py)
+TRANSACTION = b"x"  # + UTF-8 transactional id: the coordinator's record of it (broker/txn_state.py)
+PENDING_OFFSET = b"o"  # + producer id (i64) + an offset key: a TxnOffsetCommit awaiting its transaction's end
 
 _U16 = struct.Struct(">H")
 _TOPIC_HEAD = struct.Struct(">B16siH")  # version, topic id, partitions, config count

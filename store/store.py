@@ -74,6 +74,8 @@ from store.topics import TopicMeta, TopicRegistry
 log = logging.getLogger(__name__)
 _BASE = struct.Struct(">q")
 _LAST_DELTA = struct.Struct(">i")
+_ATTRIBUTES = struct.Struct(">h")  # at 21 in a RecordBatch v2
+_PRODUCER_ID = struct.Struct(">q")  # at 43
 FULL_WARNING_INTERVAL_S = 10.0  # one "out of disk space" line per this many seconds
 STATE_CHUNK = 10_000  # state records per batch when many are written at once (migration, carrying)
 
@@ -1180,12 +1182,26 @@ class Store:
         if part is None or base + offset_delta < part.queue.log_start:
             return None
         batch = entry[ENTRY_AT_BATCH:length - tlen]
+        if not self._committed(part, batch, base + offset_delta):
+            return None
         for r in records.decode(batch):
             if r.offset == base + offset_delta:
                 return StoredRecord(topic, partition, r.offset, r.timestamp, r.key, r.value,
                                     list(r.headers), msgid.encode(self.config.node_id, batch_position,
                                                                   offset_delta))
         return None
+
+    def _committed(self, part: Partition, batch, offset: int) -> bool:
+        """Is the record at `offset` of `batch` one a read_committed consumer may see? Lookups by key
+        and by message id show only those: never a transaction marker, a record of an aborted
+        transaction or of one still open (issue 19)."""
+        attributes = _ATTRIBUTES.unpack_from(batch, 21)[0]
+        if not attributes & 0x30:  # neither transactional nor a marker: the common case
+            return True
+        if attributes & 0x20 or offset >= self.last_stable_offset(part.topic, part.index):
+            return False
+        pid = _PRODUCER_ID.unpack_from(batch, 43)[0]
+        return not any(p == pid for p, _ in self.aborted_transactions(part.topic, part.index, offset, offset + 1))
 
     def message_id(self, topic: str, partition: int, offset: int) -> str:
         """The message id of a stored record."""

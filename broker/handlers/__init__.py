@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.broker import Broker
-from broker.handlers import acls, api_versions, configs, fetch, groups, metadata, produce, sasl, topics
+from broker.handlers import acls, api_versions, configs, fetch, groups, metadata, produce, sasl, topics, txn
 from protocol.codec import Request
 
 Handler = Callable[[Broker, Request], Awaitable[Any]]
@@ -34,6 +34,10 @@ HANDLERS: dict[int, Handler] = {
     21: configs.handle_delete_records,
     22: produce.handle_init_producer_id,
     23: fetch.handle_offset_for_leader_epoch,
+    24: txn.handle_add_partitions_to_txn,
+    25: txn.handle_add_offsets_to_txn,
+    26: txn.handle_end_txn,
+    28: txn.handle_txn_offset_commit,
     29: acls.handle_describe_acls,
     30: acls.handle_create_acls,
     31: acls.handle_delete_acls,
@@ -46,6 +50,8 @@ HANDLERS: dict[int, Handler] = {
     50: sasl.handle_describe_user_scram_credentials,
     51: sasl.handle_alter_user_scram_credentials,
     60: metadata.handle_describe_cluster,
+    65: txn.handle_describe_transactions,
+    66: txn.handle_list_transactions,
 }
 
 

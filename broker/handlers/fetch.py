@@ -10,6 +10,7 @@ Fetch v0-v3 answers with the batches down-converted to message format v0/v1
 
 from __future__ import annotations
 
+import struct
 import time
 
 import trio
@@ -26,6 +27,9 @@ from protocol.record_batch import ATTRIBUTES_OFFSET, CODEC_MASK, CODEC_ZSTD
 from store import CorruptData, OffsetOutOfRange, UnknownPartition, UnknownTopic
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+READ_COMMITTED = 1  # isolation_level: read_committed stops at the last stable offset
+_BASE = struct.Struct(">q")
+_LAST_DELTA = struct.Struct(">i")
 ZSTD_MIN_FETCH_VERSION = 10
 
 
@@ -71,6 +75,7 @@ async def handle_fetch(broker: Broker, request: Request):
 
 
 def _read_all(broker: Broker, body, version: int, refused: frozenset[str] = frozenset()):
+    committed = version >= 4 and body.isolation_level == READ_COMMITTED
     remaining = body.max_bytes
     size = 0
     has_error = False
@@ -104,7 +109,7 @@ def _read_all(broker: Broker, body, version: int, refused: frozenset[str] = froz
             limit = min(p.partition_max_bytes, remaining)
             try:
                 if view is None:
-                    result = broker.store.read(topic.topic, p.partition, p.fetch_offset, max(limit, 1))
+                    result = broker.store.read(topic.topic, p.partition, p.fetch_offset, max(limit, 1), committed)
                 else:
                     result = read_view(broker.store, view, meta.configs[TAG_HEADER], p.partition,
                                        p.fetch_offset, max(limit, 1))
@@ -144,7 +149,13 @@ def _read_all(broker: Broker, body, version: int, refused: frozenset[str] = froz
             size += nbytes if view is None else result.matched_bytes
             remaining -= nbytes
             hw = result.high_watermark
-            parts.append(PartitionResult(p.partition, 0, hw, hw, result.log_start_offset, None, -1, batches))
+            lso = broker.store.last_stable_offset(meta.name, p.partition)
+            aborted = None  # read_uncommitted: Kafka sends a null list
+            if committed:  # the aborted transactions the fetched batches may hold records of (KIP-98)
+                end = (_BASE.unpack_from(batches[-1], 0)[0] + _LAST_DELTA.unpack_from(batches[-1], 23)[0] + 1
+                       if batches else p.fetch_offset)
+                aborted = broker.store.aborted_transactions(meta.name, p.partition, p.fetch_offset, end)
+            parts.append(PartitionResult(p.partition, 0, hw, lso, result.log_start_offset, aborted, -1, batches))
         topics.append((topic.topic, parts))
     return topics, size, has_error
 
@@ -180,7 +191,8 @@ async def handle_list_offsets(broker: Broker, request: Request):
                 parts.append(Part(partition_index=p.partition_index, error_code=error, old_style_offsets=old_style))
                 continue
             error, timestamp, offset = _list_offset(broker, meta, name, p, version,
-                                                    seen[(t.name, p.partition_index)] > 1)
+                                                    seen[(t.name, p.partition_index)] > 1,
+                                                    version >= 2 and body.isolation_level == READ_COMMITTED)
             epoch = broker.store.leader_epoch(name, p.partition_index) if error == 0 and offset >= 0 else -1
             parts.append(Part(partition_index=p.partition_index, error_code=error, timestamp=timestamp,
                               offset=offset, leader_epoch=epoch))
@@ -188,7 +200,8 @@ async def handle_list_offsets(broker: Broker, request: Request):
     return cls[version](throttle_time_ms=0, topics=topics)
 
 
-def _list_offset(broker: Broker, meta, topic: str, p, version: int, duplicate: bool) -> tuple[int, int, int]:
+def _list_offset(broker: Broker, meta, topic: str, p, version: int, duplicate: bool,
+                 committed: bool = False) -> tuple[int, int, int]:
     if duplicate:
         return ErrorCode.INVALID_REQUEST, -1, -1
     if meta is None or not 0 <= p.partition_index < meta.partitions:
@@ -198,6 +211,8 @@ def _list_offset(broker: Broker, meta, topic: str, p, version: int, duplicate: b
         return fenced, -1, -1
     store, ts = broker.store, p.timestamp
     if ts == LATEST:
+        if committed:
+            return 0, -1, store.last_stable_offset(topic, p.partition_index)
         return 0, -1, store.high_watermark(topic, p.partition_index)
     if ts == EARLIEST:
         return 0, -1, store.log_start_offset(topic, p.partition_index)

@@ -19,7 +19,6 @@ GROUP_KEY, TRANSACTION_KEY = 0, 1
 CLASSIC_GROUP_TYPE = "classic"
 # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: what a group allows without an authorizer
 GROUP_OPERATIONS = {3, 6, 8, 10, 11}
-NOT_AVAILABLE_MESSAGE = "The coordinator is not available."
 # Kafka's Errors messages, sent where Kafka sends the error's default message
 GROUP_REFUSED_MESSAGE = "Group authorization failed."
 TRANSACTIONAL_ID_REFUSED_MESSAGE = "Transactional Id authorization failed."
@@ -52,8 +51,9 @@ def _coordinator(broker: Broker, key_type: int, key: str, ok_message: str, batch
     if key_type == GROUP_KEY:
         return {"error_code": 0, "error_message": ok_message, "node_id": broker.node_id,
                 "host": broker.advertised_host, "port": broker.advertised_port}
-    if key_type == TRANSACTION_KEY:  # transactions are not supported yet: no transaction coordinator
-        error, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, NOT_AVAILABLE_MESSAGE
+    if key_type == TRANSACTION_KEY:  # this broker coordinates every transaction too (broker/txn_coordinator.py)
+        return {"error_code": 0, "error_message": ok_message, "node_id": broker.node_id,
+                "host": broker.advertised_host, "port": broker.advertised_port}
     else:
         error, message = ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}"
     return {"error_code": error, "error_message": message, "node_id": -1, "host": "", "port": -1}

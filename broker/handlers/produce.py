@@ -29,6 +29,7 @@ from store.records import decode
 
 log = logging.getLogger("gregor.produce")
 ZSTD_MIN_PRODUCE_VERSION = 7  # KIP-110: zstd needs Produce v7+ and Fetch v10+
+TRANSACTIONAL_BIT = 0x10  # batch attributes: a transaction's records (0x20: a control batch)
 MAGIC_2_PRODUCE_VERSION = 3  # below, records may be a message set of magic 0 or 1 (protocol/legacy_append.py)
 
 
@@ -44,6 +45,11 @@ async def handle_produce(broker: Broker, request: Request):
     handles = []
     durable: list[tuple[str, int, int]] = []  # the appends the flush handle covers
     refused: set[str] = set()
+    if broker.authorizer is not None and body.transactional_id is not None and not broker.allowed(
+            Op.WRITE, Res.TRANSACTIONAL_ID, body.transactional_id):
+        refused = {topic for topic, _ in wanted}  # Kafka answers the whole request with the error
+        results = {key: _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for key in wanted}
+        return None if body.acks == 0 else _response(version, results)
     if broker.authorizer is not None:  # Write on each topic, checked before anything else (KafkaApis)
         refused = {topic for topic, _ in wanted if not broker.allowed(Op.WRITE, Res.TOPIC, topic)}
     if body.acks not in (0, 1, -1):
@@ -160,6 +166,10 @@ def _check_one(broker: Broker, topic: str, partition: int, records: bytes | None
                 "One or more records have been rejected due to 1 record errors in total, and only showing the "
                 f"first three errors at most: [RecordError(batchIndex={keyless}, message='{why}')]",
                 [(keyless, why)]))
+    if header.attributes & TRANSACTIONAL_BIT:  # KIP-890: the partition must be in the producer's transaction
+        error = broker.txn.state.verify(header.producer_id, header.producer_epoch, topic, partition)
+        if error:
+            return _error(error, log_start)
     check = broker.producers.check(topic, partition, header)
     if check.verdict is Verdict.REJECT:
         return _error(check.error, log_start)
@@ -223,11 +233,16 @@ async def handle_init_producer_id(broker: Broker, request: Request):
         if not broker.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, body.transactional_id):
             return cls[version](throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                 producer_id=-1, producer_epoch=-1)
-        # Transactions are not implemented; refuse clearly rather than pretend.
-        return cls[version](throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                            producer_id=-1, producer_epoch=-1)
-    elif not (broker.allowed(Op.IDEMPOTENT_WRITE, Res.CLUSTER, CLUSTER_NAME)
-              or broker.allowed_any(Op.WRITE, Res.TOPIC)):  # KIP-679: Write on any topic will do
+        hint = (body.producer_id, body.producer_epoch) if version >= 3 else (-1, -1)
+        answer = await broker.txn.init_producer_id(body.transactional_id, body.transaction_timeout_ms, *hint)
+        error = answer.error
+        if error == ErrorCode.PRODUCER_FENCED and version < 4:
+            error = ErrorCode.INVALID_PRODUCER_EPOCH
+        ok = error == ErrorCode.NONE
+        return cls[version](throttle_time_ms=0, error_code=error, producer_id=answer.producer_id if ok else -1,
+                            producer_epoch=answer.producer_epoch if ok else -1)
+    if not (broker.allowed(Op.IDEMPOTENT_WRITE, Res.CLUSTER, CLUSTER_NAME)
+            or broker.allowed_any(Op.WRITE, Res.TOPIC)):  # KIP-679: Write on any topic will do
         return cls[version](throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                             producer_id=-1, producer_epoch=-1)
     producer_id = await trio.to_thread.run_sync(broker.producers.allocate_producer_id)

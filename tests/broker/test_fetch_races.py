@@ -14,7 +14,8 @@ from tests.store.conftest import append, build_batch, tiny_config
 
 def _fetch(topic: str) -> SimpleNamespace:
     partition = SimpleNamespace(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
-    return SimpleNamespace(max_bytes=1 << 20, topics=[SimpleNamespace(topic=topic, partitions=[partition])])
+    return SimpleNamespace(max_bytes=1 << 20, isolation_level=0,
+                           topics=[SimpleNamespace(topic=topic, partitions=[partition])])
 
 
 def test_a_topic_deleted_between_the_check_and_the_read_is_unknown(tmp_path):

@@ -248,12 +248,12 @@ def test_delete_groups_only_deletes_empty_groups(tmp_path):
     run(test, tmp_path)
 
 
-def test_find_coordinator_answers_this_broker_for_groups_only(tmp_path):
+def test_find_coordinator_answers_this_broker_for_groups_and_transactions(tmp_path):
     async def test(broker):
         v0 = await exchange(broker, FindCoordinatorRequest[0](key="g"))
         assert (v0.error_code, v0.node_id, v0.port) == (0, broker.node_id, broker.advertised_port)
         txn = await exchange(broker, FindCoordinatorRequest[6](key_type=1, coordinator_keys=["tx"]))
-        assert txn.coordinators[0].error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert (txn.coordinators[0].error_code, txn.coordinators[0].node_id) == (0, broker.node_id)
 
     run(test, tmp_path)
 

@@ -1,0 +1,164 @@
+"""The transaction coordinator's I/O (issue 19): carries out the plans of broker/txn_state.py.
+
+Every transition is a record of the state topic, fsynced before the request is answered, so the
+coordinator's state lives in the commitlog with the rest (recovered, retained and replicated on
+the same path). Markers are control batches appended to each partition of the transaction
+(Store.append_control), which closes the producer's open transaction there and, for an abort,
+adds it to the partition's aborted-transactions index. Offsets sent with TxnOffsetCommit wait as
+pending state records (key `o` + producer id + the offset's key) and become committed offsets
+when the transaction commits, or go when it aborts.
+
+Disk work (state writes, markers) runs in worker threads; one trio lock orders the transitions.
+At start, transactions left prepared are completed; a timer task aborts transactions older
+than their timeout (`transaction.abort.timed.out.transaction.cleanup.interval.ms`, as Kafka).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+
+import trio
+
+from broker.txn_state import (
+    MAX_EPOCH,
+    PENDING_OFFSETS_PREFIX,
+    TXN_PREFIX,
+    Answer,
+    Coordinator,
+    Plan,
+    Txn,
+)
+from protocol.errors import ErrorCode
+from store import StoreError, UnknownPartition, UnknownTopic
+from store.state import encode_offset, offset_key
+
+log = logging.getLogger("gregor.txn")
+_PID = struct.Struct(">q")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TxnCoordinator:
+    def __init__(self, store, producers, max_timeout_ms: int, check_interval_ms: int) -> None:
+        self.store = store
+        self.producers = producers
+        self.state = Coordinator(max_timeout_ms)
+        self.check_interval_s = check_interval_ms / 1000
+        self.lock = trio.Lock()
+        for key, value in store.state_items(TXN_PREFIX):
+            self.state.load(Txn.decode(key[len(TXN_PREFIX):].decode(), value))
+
+    async def run(self) -> None:
+        """Finish what a crash (or a failed write) left prepared, then, every check interval, abort
+        timed-out transactions and retry what is still prepared."""
+        while True:
+            async with self.lock:
+                for plan in self.state.unfinished():
+                    await self._attempt(plan)
+                for plan in self.state.expired(now_ms()):
+                    log.info("aborting transaction %s of producer %d: older than its timeout of %d ms",
+                             plan.txn.transactional_id, plan.txn.producer_id, plan.txn.timeout_ms)
+                    await self._attempt(plan)
+            await trio.sleep(self.check_interval_s)
+
+    async def _attempt(self, plan: Plan) -> None:
+        try:
+            await self._carry_out(plan)
+        except StoreError as exc:  # a full disk, an offline log dir: left prepared, tried again later
+            log.error("transaction %s not completed yet: %s", plan.txn.transactional_id, exc)
+
+    # --- requests (each holds the lock across its state change and the writes it needs) ----
+
+    async def init_producer_id(self, tid: str, timeout_ms: int, pid_hint: int, epoch_hint: int) -> Answer:
+        async with self.lock:
+            new_ids: list[int] = []
+            if tid not in self.state.txns or self.state.txns[tid].producer_epoch >= MAX_EPOCH:
+                # a producer id, reserved durably, before the state machine hands it out
+                new_ids.append(await trio.to_thread.run_sync(self.producers.allocate_producer_id))
+            answer = self.state.init_producer_id(tid, timeout_ms, pid_hint, epoch_hint, now_ms(), new_ids.pop)
+            return await self._answer(answer)
+
+    async def change(self, decide) -> Answer:
+        """Run one state-machine call (`decide(now_ms)`) and carry out its plan."""
+        async with self.lock:
+            return await self._answer(decide(now_ms()))
+
+    async def _answer(self, answer: Answer) -> Answer:
+        if answer.plan is None:
+            return answer
+        try:
+            await self._carry_out(answer.plan)
+        except StoreError as exc:
+            # as Kafka when its transaction log refuses an append: the client retries; the
+            # transaction is as last made durable (a prepared one is finished by `run`)
+            log.error("transaction %s: state not stored: %s", answer.plan.txn.transactional_id, exc)
+            self._restore(answer.plan.txn)
+            return Answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return answer
+
+    def _restore(self, txn: Txn) -> None:
+        stored = self.store.state_value(txn.key())
+        self.state.by_producer.pop(txn.producer_id, None)
+        self.state.txns.pop(txn.transactional_id, None)
+        if stored is not None:
+            self.state.load(Txn.decode(txn.transactional_id, stored))
+
+    async def commit_offsets(self, tid: str, pid: int, epoch: int, group: str,
+                             offsets: list[tuple[str, int, int, str | None, int]]) -> int:
+        """TxnOffsetCommit: the offsets wait as pending records until the transaction ends."""
+        async with self.lock:
+            error = self.state.offsets_allowed(tid, pid, epoch, group)
+            if error:
+                return error
+            prefix = PENDING_OFFSETS_PREFIX + _PID.pack(pid)
+            records = [(prefix + offset_key(group, topic, partition), encode_offset(offset, metadata, leader_epoch))
+                       for topic, partition, offset, metadata, leader_epoch in offsets]
+            try:
+                await trio.to_thread.run_sync(self.store.write_state, records)
+            except StoreError as exc:
+                log.error("transaction %s: offsets not stored: %s", tid, exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return 0
+
+    # --- carrying out a plan ----------------------------------------------------------------
+
+    async def _carry_out(self, plan: Plan) -> None:
+        """Write the transition, then the markers and the offsets, then the Complete state. A
+        failure leaves the transaction prepared: retried by `run` (or raised to the request,
+        which answers an error and the client retries)."""
+        txn = plan.txn
+        await trio.to_thread.run_sync(self.store.write_state, [(txn.key(), txn.encode())])
+        if not plan.complete:
+            return
+        # Markers are appended on the event loop, as produce appends (an append wakes waiting
+        # fetches); the Complete record's fsync below makes them durable with it, since the
+        # commitlog is durable as a prefix.
+        for topic, partition in plan.markers:
+            try:
+                self.store.append_control(topic, partition, txn.producer_id, txn.producer_epoch, plan.commit)
+            except (UnknownTopic, UnknownPartition):
+                pass  # deleted meanwhile: nothing there to mark
+        done = self.state.completed(txn, now_ms())
+        await trio.to_thread.run_sync(self._complete, done.txn, plan.commit)
+        log.info("transaction %s of producer %d %s over %d partition(s)", txn.transactional_id, txn.producer_id,
+                 "committed" if plan.commit else "aborted", len(plan.markers))
+
+    def _complete(self, txn: Txn, commit: bool) -> None:
+        """One durable write: the pending offsets become committed (or go) with the Complete state."""
+        prefix = PENDING_OFFSETS_PREFIX + _PID.pack(txn.producer_id)
+        pending = self.store.state_items(prefix)
+        records = [(key, None) for key, _ in pending]
+        if commit:
+            records += [(key[len(prefix):], value) for key, value in pending]
+        self.store.write_state([*records, (txn.key(), txn.encode())])
+
+    def describe(self, tid: str) -> Txn | None:
+        return self.state.txns.get(tid)
+
+    def listing(self) -> list[Txn]:
+        return list(self.state.txns.values())
+
