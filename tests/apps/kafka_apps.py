@@ -186,11 +186,11 @@ class WordCountApp:
     """One run of WordCount: started, waited on until it reports RUNNING, stopped by a signal."""
 
     def __init__(self, libs: Path, classes: Path, work_dir: Path, bootstrap: str, application_id: str,
-                 input_topic: str, output_topic: str) -> None:
+                 input_topic: str, output_topic: str, guarantee: str = "at_least_once") -> None:
         self.libs = libs
         self.classes = classes
         self.work_dir = work_dir
-        self.args = [bootstrap, application_id, input_topic, output_topic, str(work_dir / "state")]
+        self.args = [bootstrap, application_id, input_topic, output_topic, str(work_dir / "state"), guarantee]
         self.proc: subprocess.Popen | None = None
         self.seen = 0  # bytes of stdout.log written by earlier runs
         self.stdout_path = work_dir / "stdout.log"

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 
 import pytest
+from confluent_kafka import Producer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from pyspark.sql import DataFrame
@@ -265,6 +266,49 @@ def test_a_compacted_topic_streams_its_latest_values_with_fail_on_data_loss_true
     assert query.awaitTermination(300), "availableNow query over the compacted topic did not finish in 300 s"
     assert query.exception() is None
     assert rows(spark.table(table)) == expected and len(expected) < 100
+
+
+def _transactions(bootstrap: str, topic: str, outcomes: list[bool], per_txn: int = 10) -> list[str]:
+    """One transactional producer writes `per_txn` records per transaction to partitions 0 and 1,
+    committing or aborting each as `outcomes` says; returns the committed values."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("spark-txn")})
+    producer.init_transactions(30)
+    committed = []
+    for t, commit in enumerate(outcomes):
+        producer.begin_transaction()
+        values = [f"t{t}-{i}" for i in range(per_txn)]
+        for i, value in enumerate(values):
+            producer.produce(topic, value=value.encode(), partition=i % 2)
+        if commit:
+            producer.commit_transaction(30)
+            committed += values
+        else:
+            producer.flush(30)
+            producer.abort_transaction(30)
+    return committed
+
+
+def test_read_committed_streams_skip_aborted_transactions(broker, spark, tmp_path):
+    """kafka.isolation.level=read_committed (issue 19): Spark's source reads committed
+    transactions only; the aborted records and the markers are offsets it steps over, with
+    failOnDataLoss=true. read_uncommitted sees the aborted records too."""
+    topic = unique("txn")
+    ensure_topic(broker.bootstrap, topic, 2)
+    committed = _transactions(broker.bootstrap, topic, [True, False, True, False, True])
+    for isolation, wanted in (("read_committed", sorted(committed)), ("read_uncommitted", None)):
+        table = f"{topic}_{isolation}".replace("-", "_")
+        query = (source(spark, broker.bootstrap, topic, failOnDataLoss="true", maxOffsetsPerTrigger="7",
+                        **{"kafka.isolation.level": isolation})
+                 .select("partition", "offset", F.col("value").cast("string").alias("value"))
+                 .writeStream.format("memory").queryName(table)
+                 .option("checkpointLocation", str(tmp_path / isolation)).trigger(availableNow=True).start())
+        assert query.awaitTermination(300), f"availableNow {isolation} query did not finish in 300 s"
+        assert query.exception() is None
+        values = sorted(v for _, _, v in rows(spark.table(table)))
+        if wanted is not None:
+            assert values == wanted
+        else:
+            assert len(values) == 50 and set(committed) < set(values)
 
 
 def test_a_broker_killed_under_a_running_stream_loses_nothing(spark, tmp_path):

@@ -22,8 +22,9 @@ import org.apache.kafka.streams.state.KeyValueStore;
  * in the state store "counts", whose changelog topic ("counts-changelog") is compacted; every new
  * count goes to the output topic as (word, count as a big-endian long).
  *
- * Usage: WordCount BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR. It prints "STATE <new state>"
- * on each state change, and closes cleanly (committing) on SIGTERM.
+ * Usage: WordCount BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR [GUARANTEE]. GUARANTEE is
+ * Streams' processing.guarantee: at_least_once (the default) or exactly_once_v2. It prints
+ * "STATE <new state>" on each state change, and closes cleanly (committing) on SIGTERM.
  */
 public final class WordCount {
     public static void main(String[] args) throws InterruptedException {
@@ -31,8 +32,7 @@ public final class WordCount {
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, args[1]);
         props.put(StreamsConfig.STATE_DIR_CONFIG, args[4]);
-        // Transactions are not implemented in Gregor, so exactly_once_v2 is out of reach.
-        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.AT_LEAST_ONCE);
+        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, args.length > 5 ? args[5] : StreamsConfig.AT_LEAST_ONCE);
         props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 500);
         // Committed repartition records are deleted (DeleteRecords) every second, not every 30 s.
