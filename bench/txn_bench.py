@@ -95,9 +95,10 @@ def one_round(broker: str, tmp: Path, records: int, seconds: float, order: list[
     out = []
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        for f in admin.create_topics([NewTopic(f"txn-{k}", 1, 1) for k in order]).values():
+        for f in admin.create_topics([NewTopic(f"txn-{k}", 1, 1) for k in [*order, "warm-up"]]).values():
             f.result(30)
         time.sleep(1)
+        _produce(bootstrap, "txn-warm-up", 100, min(records, 20_000), seconds)  # JIT, page cache, first segment
         for k in order:
             result = _produce(bootstrap, f"txn-{k}", k, records, seconds)
             out.append({"broker": broker, "per_txn": k, **result})

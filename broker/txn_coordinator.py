@@ -117,8 +117,8 @@ class TxnCoordinator:
             prefix = PENDING_OFFSETS_PREFIX + _PID.pack(pid)
             records = [(prefix + offset_key(group, topic, partition), encode_offset(offset, metadata, leader_epoch))
                        for topic, partition, offset, metadata, leader_epoch in offsets]
-            try:
-                await trio.to_thread.run_sync(self.store.write_state, records)
+            try:  # durable with the transaction's end (the commitlog is durable as a prefix)
+                self.store.write_state(records, durable=False)
             except StoreError as exc:
                 log.error("transaction %s: offsets not stored: %s", tid, exc)
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -127,16 +127,21 @@ class TxnCoordinator:
     # --- carrying out a plan ----------------------------------------------------------------
 
     async def _carry_out(self, plan: Plan) -> None:
-        """Write the transition, then the markers and the offsets, then the Complete state. A
-        failure leaves the transaction prepared: retried by `run` (or raised to the request,
-        which answers an error and the client retries)."""
+        """Write the transition, then the markers, then the Complete state with the offsets, and
+        make it all durable with one fsync. The commitlog is durable as a prefix, so a crash
+        anywhere in between leaves the transaction Ongoing (nothing written), or prepared with
+        some markers (finished by `run` at the next start), or complete. A failure leaves the
+        transaction prepared: retried by `run` (or raised to the request, which answers an error
+        and the client retries)."""
         txn = plan.txn
-        await trio.to_thread.run_sync(self.store.write_state, [(txn.key(), txn.encode())])
+        record = [(txn.key(), txn.encode())]
+        if plan.durable and not plan.complete:
+            await trio.to_thread.run_sync(self.store.write_state, record)
+            return
+        self.store.write_state(record, durable=False)  # an append, no disk wait: on the event loop
         if not plan.complete:
             return
-        # Markers are appended on the event loop, as produce appends (an append wakes waiting
-        # fetches); the Complete record's fsync below makes them durable with it, since the
-        # commitlog is durable as a prefix.
+        # Markers are appended on the event loop, as produce appends (an append wakes waiting fetches).
         for topic, partition in plan.markers:
             try:
                 self.store.append_control(topic, partition, txn.producer_id, txn.producer_epoch, plan.commit)

@@ -92,14 +92,20 @@ class Txn:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """What the caller must do, in order: write `txn`'s record (durable), append `markers` (one
-    control batch per partition, of the txn's producer id and epoch), then call
-    `Coordinator.completed(txn, now)` when `complete` is set (writes the Complete state)."""
+    """What the caller must do, in order: write `txn`'s record, append `markers` (one control
+    batch per partition, of the txn's producer id and epoch), then call
+    `Coordinator.completed(txn, now)` when `complete` is set and write the Complete state, durable.
+
+    `durable`: the record must be on disk before the answer (a new epoch: a lost one would fence
+    the new producer instead of the old). Otherwise a later durable write covers it, since the
+    commitlog is durable as a prefix: partitions added to a transaction are on disk before any
+    record the producer then writes to them can be, and before its EndTxn is answered."""
 
     txn: Txn
     markers: tuple[tuple[str, int], ...] = ()
     commit: bool = False
     complete: bool = False
+    durable: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +191,7 @@ class Coordinator:
             return Answer(0)
         self._begin(txn, now_ms)
         txn.partitions.update(partitions)
-        return Answer(0, Plan(txn))
+        return Answer(0, Plan(txn, durable=False))
 
     def add_offsets(self, tid: str, pid: int, epoch: int, group: str, now_ms: int) -> Answer:
         error, txn = self._check(tid, pid, epoch)
@@ -195,7 +201,7 @@ class Coordinator:
             return Answer(0)
         self._begin(txn, now_ms)
         txn.groups.add(group)
-        return Answer(0, Plan(txn))
+        return Answer(0, Plan(txn, durable=False))
 
     def _begin(self, txn: Txn, now_ms: int) -> None:
         if txn.state is not S.ONGOING:
