@@ -40,7 +40,10 @@ from tests.conftest import BrokerProcess, start_broker
 from tests.oracle.kafka_broker import KafkaBroker, KafkaUnavailable
 
 SHARED_SETTINGS = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0",
-                   "log.cleaner.backoff.ms": "500"}  # test_compaction.py: the cleaner runs twice a second
+                   # test_compaction.py: the cleaner runs twice a second
+                   "log.cleaner.backoff.ms": "500",
+                   # test_transactions.py: timed-out transactions are looked for twice a second
+                   "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
 GREGOR = "gregor"
 KAFKA = "apache-kafka"
 

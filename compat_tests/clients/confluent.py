@@ -305,6 +305,12 @@ class _TransactionalProducer:
             remaining = self.producer.flush(30)
         except KafkaException as e:
             _raise(e)
+        except SystemError as e:
+            # a fatal error (fenced) raised while delivery reports run: the binding calls the
+            # report with that exception still set, and Python complains about the callback
+            if not isinstance(e.__cause__, KafkaException):
+                raise
+            _raise(e.__cause__)
         if remaining:
             raise ClientError("TIMEOUT", f"{remaining} messages undelivered after 30 s")
         if errors:
