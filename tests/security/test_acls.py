@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import (
     ACL,
     ACLFilter,
@@ -26,7 +26,12 @@ from kafka.admin import (
 )
 from kafka.admin import ACLOperation as Op
 from kafka.admin._users import UserScramCredentialUpsertion
-from kafka.errors import GroupAuthorizationFailedError, NoError, TopicAuthorizationFailedError
+from kafka.errors import (
+    GroupAuthorizationFailedError,
+    NoError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
+)
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     CreateAclsRequest,
@@ -79,6 +84,8 @@ from tests.security.sasl_wire import authenticate, connect_as
 
 ALICE, BOB, EVERYONE = "User:alice", "User:bob", "User:*"
 MATCH = 2  # a pattern-type filter: the bindings that apply to the name given
+GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types
+COORDINATOR_NOT_READY = (14, 15, 16)  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 ELSEWHERE = "10.20.30.40"  # a host no test connects from
 # Kafka 3.9.0's error messages.
 AUTHORIZATION_FAILED = "Authorization failed."
@@ -270,16 +277,79 @@ def test_init_producer_id_needs_idempotent_write_on_the_cluster_or_write_on_some
         assert init_producer_id(client) == NONE
 
 
+def find_coordinator(client: WireClient, key_type: int, key: str, version: int = 4) -> tuple[int, str | None]:
+    if version >= 4:
+        answer = client.request(FindCoordinatorRequest[version](key_type=key_type, coordinator_keys=[key]))
+        return answer.coordinators[0].error_code, answer.coordinators[0].error_message
+    answer = client.request(FindCoordinatorRequest[version](key_type=key_type, key=key))
+    return answer.error_code, answer.error_message
+
+
 @pytest.mark.parametrize("granted", [None, Op.DESCRIBE], ids=["nothing", "describe"])
 def test_init_producer_id_for_a_transactional_id_without_write_on_it_is_refused(broker, alice, topic_name, granted):
-    # Only the refusal: an authorized transactional id gets COORDINATOR_NOT_AVAILABLE from Gregor, which has
-    # no transactions (issue 19), and NOT_COORDINATOR from a Kafka whose transaction log is not loaded yet.
     transactional_id = f"{topic_name}-tx"
     bindings = [topic_acl(topic_name, ALICE, Op.WRITE)]  # write on a topic does not reach transactional ids
     if granted is not None:
         bindings.append(Binding(TRANSACTIONAL_ID, transactional_id, ALICE, granted))
     grant(admin_address(broker), *bindings)
     assert init_producer_id(alice, transactional_id) == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_init_producer_id_for_a_transactional_id_with_write_on_it_gets_a_producer_id(broker, alice, topic_name):
+    transactional_id = f"{topic_name}-tx"
+    grant(admin_address(broker), Binding(TRANSACTIONAL_ID, transactional_id, ALICE, Op.WRITE))
+    # A fresh Kafka creates and loads its transaction log on the first FindCoordinator for a transaction.
+    wait_until(lambda: find_coordinator(alice, TRANSACTION_KEY, transactional_id)[0] == NONE,
+               "the transaction coordinator")
+    deadline = time.monotonic() + 15
+    while (code := init_producer_id(alice, transactional_id)) in COORDINATOR_NOT_READY:
+        assert time.monotonic() < deadline, f"InitProducerId still answers {code} after 15s"
+        time.sleep(0.1)
+    assert code == NONE
+
+
+def transactional_producer(broker, topic: str, granted: Op) -> KafkaProducer:
+    """Alice's kafka-python producer with a transactional id of its own, on which she has `granted`."""
+    transactional_id = f"{topic}-tx"
+    create_topics(admin_address(broker), topic)
+    grant(admin_address(broker), topic_acl(topic, ALICE, Op.WRITE),
+          Binding(TRANSACTIONAL_ID, transactional_id, ALICE, granted))
+    return KafkaProducer(bootstrap_servers=broker.listeners["SASL_PLAINTEXT"], transactional_id=transactional_id,
+                         max_block_ms=20000, **kafka_python_sasl("alice"))
+
+
+@pytest.mark.clients
+def test_kafka_python_transactional_producer_with_write_on_its_transactional_id_commits(broker, topic_name):
+    producer = transactional_producer(broker, topic_name, Op.WRITE)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic_name, b"committed")
+        producer.commit_transaction()
+    finally:
+        producer.close(timeout=10)
+    consumer = KafkaConsumer(bootstrap_servers=admin_address(broker), isolation_level="read_committed",
+                             enable_auto_commit=False)
+    try:
+        consumer.assign([TopicPartition(topic_name, 0)])
+        consumer.seek_to_beginning()
+        values: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while not values and time.monotonic() < deadline:
+            values += [r.value for records in consumer.poll(500).values() for r in records]
+        assert values == [b"committed"]
+    finally:
+        consumer.close()
+
+
+@pytest.mark.clients
+def test_kafka_python_transactional_producer_without_write_on_its_transactional_id_is_refused(broker, topic_name):
+    producer = transactional_producer(broker, topic_name, Op.DESCRIBE)
+    try:
+        with pytest.raises(TransactionalIdAuthorizationFailedError):
+            producer.init_transactions()
+    finally:
+        producer.close(timeout=10)
 
 
 # Fetch, ListOffsets, groups and their offsets
@@ -429,15 +499,14 @@ def test_offset_fetch_of_every_topic_lists_only_those_it_may_describe(broker, al
     assert offset_fetch(alice, group, None) == (NONE, {described: (NONE, 1)})
 
 
-@pytest.mark.parametrize("version, message", [(3, "Group authorization failed."), (4, "")])
-def test_find_coordinator_for_a_group_without_describe_is_group_authorization_failed(
-        alice, topic_name, version, message):
-    group = f"{topic_name}-group"
-    if version >= 4:
-        answer = alice.request(FindCoordinatorRequest[version](key_type=0, coordinator_keys=[group])).coordinators[0]
-    else:
-        answer = alice.request(FindCoordinatorRequest[version](key_type=0, key=group))
-    assert (answer.error_code, answer.error_message) == (GROUP_AUTHORIZATION_FAILED, message)
+@pytest.mark.parametrize("key_type, version, expected", [
+    (GROUP_KEY, 3, (GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")),
+    (GROUP_KEY, 4, (GROUP_AUTHORIZATION_FAILED, "")),
+    (TRANSACTION_KEY, 3, (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.")),
+    (TRANSACTION_KEY, 4, (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "")),
+], ids=["group-v3", "group-v4", "transaction-v3", "transaction-v4"])
+def test_find_coordinator_without_describe_on_its_key_is_refused(alice, topic_name, key_type, version, expected):
+    assert find_coordinator(alice, key_type, f"{topic_name}-key", version) == expected
 
 
 # Metadata
