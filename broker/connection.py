@@ -213,6 +213,8 @@ async def _answer(broker: Broker, frame: bytes, peer: str) -> tuple[bytes, Any] 
         return response, None
     except _CloseConnection:
         raise
+    except MalformedRequest as exc:  # a body a handler finds Kafka cannot parse (its request classes' checks)
+        raise _CloseConnection(str(exc)) from None
     except Exception:
         log.exception("handler bug on %s v%d from %s (client %r)", request.spec.name,
                       request.header.api_version, peer, request.header.client_id)

@@ -24,12 +24,13 @@ from broker.acl import (
 )
 from broker.broker import Broker
 from broker.peer import principal
-from protocol.codec import Request
+from protocol.codec import MalformedRequest, Request
 from protocol.errors import ErrorCode
 from store import StoreError
 
 log = logging.getLogger("gregor.acl")
 NO_AUTHORIZER = "No Authorizer is configured."
+UNKNOWN, ANY = 0, 1  # the enums' codes (ResourceType, PatternType, AclOperation, AclPermissionType)
 
 
 def _refusal(broker: Broker, op: Op, request: Request) -> tuple[int, str] | None:
@@ -42,7 +43,11 @@ def _refusal(broker: Broker, op: Op, request: Request) -> tuple[int, str] | None
 
 
 def _filter(f, version: int) -> AclFilter:
-    """A DescribeAcls request or a DeleteAcls filter (the same fields); v0 knows LITERAL only."""
+    """A DescribeAcls request or a DeleteAcls filter (the same fields); v0 knows LITERAL only. A
+    0 (UNKNOWN) in it is a request Kafka's classes refuse to parse: the connection closes."""
+    pattern = f.pattern_type_filter if version >= 1 else Pattern.LITERAL
+    if UNKNOWN in (f.resource_type_filter, pattern, f.operation, f.permission_type):
+        raise MalformedRequest("an ACL filter with an UNKNOWN (0) field")
     return AclFilter(f.resource_type_filter, f.resource_name_filter,
                      f.pattern_type_filter if version >= 1 else Pattern.LITERAL,
                      f.principal_filter, f.host_filter, f.operation, f.permission_type)
@@ -87,10 +92,21 @@ async def handle_create_acls(broker: Broker, request: Request):
     if refusal is not None:
         return cls(throttle_time_ms=0, results=[cls.AclCreationResult(error_code=refusal[0], error_message=refusal[1])
                                                 for _ in creations])
+    acls = [Acl(c.resource_type, c.resource_name, c.resource_pattern_type if version >= 1 else Pattern.LITERAL,
+                c.principal, c.host, c.operation, c.permission_type) for c in creations]
+    if any(UNKNOWN in (a.resource_type, a.pattern, a.operation, a.permission) for a in acls):
+        # Kafka's CreateAclsRequest refuses to parse it ("CreatableAcls contain unknown elements"): it closes
+        raise MalformedRequest("CreateAcls with an UNKNOWN (0) resource type, pattern type, operation or permission")
+    unbuildable = next((a for a in acls if ANY in (a.resource_type, a.operation, a.permission)
+                        or a.pattern in (Pattern.ANY, Pattern.MATCH)), None)
+    if unbuildable is not None:
+        # Kafka cannot build such a binding (ResourcePattern/AccessControlEntry refuse ANY and MATCH):
+        # the whole request fails with UNKNOWN_SERVER_ERROR and no message, nothing is stored
+        log.info("CreateAcls from %s refused: a binding with ANY or MATCH (%s)", principal(), unbuildable)
+        return cls(throttle_time_ms=0, results=[cls.AclCreationResult(
+            error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=None) for _ in creations])
     results, records = [], []
-    for c in creations:
-        acl = Acl(c.resource_type, c.resource_name, c.resource_pattern_type if version >= 1 else Pattern.LITERAL,
-                  c.principal, c.host, c.operation, c.permission_type)
+    for acl in acls:
         problem = creation_problem(acl) or principal_problem(acl.principal)
         if problem is None:
             records.append((acl.key(), ACL_VALUE))
