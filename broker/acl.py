@@ -107,11 +107,6 @@ class Acl:
             pos += 2 + n
         return cls(rtype, texts[0], pattern, texts[1], texts[2], op, perm)
 
-    def applies_to(self, name: str) -> bool:
-        if self.pattern == Pattern.LITERAL:
-            return self.name == name or self.name == WILDCARD
-        return self.pattern == Pattern.PREFIXED and name.startswith(self.name)
-
     def verdict(self, principals: tuple[str, str], host: str, op: int) -> int | None:
         """Perm.ALLOW or Perm.DENY when this ACL speaks to the action, else None (findResult)."""
         if self.principal not in principals or (self.host != WILDCARD and self.host != host):
@@ -219,13 +214,23 @@ class Authorizer:
         self.allow_if_no_acl = allow_if_no_acl
         self.acls: set[Acl] = set()
         self._by_type: dict[int, list[Acl]] = {}
+        # where a decision looks: LITERAL bindings by (type, name), `*` ones and PREFIXED ones by type
+        self._literal: dict[tuple[int, str], list[Acl]] = {}
+        self._wildcard: dict[int, list[Acl]] = {}
+        self._prefixed: dict[int, list[Acl]] = {}
         self._cache: dict[tuple, bool] = {}
 
     def replace(self, acls: set[Acl]) -> None:
         self.acls = set(acls)
-        self._by_type = {}
+        self._by_type, self._literal, self._wildcard, self._prefixed = {}, {}, {}, {}
         for acl in self.acls:
             self._by_type.setdefault(acl.resource_type, []).append(acl)
+            if acl.pattern == Pattern.PREFIXED:
+                self._prefixed.setdefault(acl.resource_type, []).append(acl)
+            elif acl.name == WILDCARD:
+                self._wildcard.setdefault(acl.resource_type, []).append(acl)
+            else:
+                self._literal.setdefault((acl.resource_type, acl.name), []).append(acl)
         self._cache.clear()
 
     def authorize(self, principal: str, host: str, op: int, resource_type: int, name: str) -> bool:
@@ -243,9 +248,9 @@ class Authorizer:
             return True
         principals = (principal, WILDCARD_PRINCIPAL)
         on_resource = allowed = False
-        for acl in self._by_type.get(resource_type, ()):
-            if not acl.applies_to(name):
-                continue
+        applying = [*self._literal.get((resource_type, name), ()), *self._wildcard.get(resource_type, ()),
+                    *(acl for acl in self._prefixed.get(resource_type, ()) if name.startswith(acl.name))]
+        for acl in applying:
             on_resource = True
             verdict = acl.verdict(principals, host, op)
             if verdict == Perm.DENY:
