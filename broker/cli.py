@@ -80,26 +80,20 @@ TABLE_OR_JSON = "text: an aligned table (default); json: one line of JSON, for s
 
 
 def _client(sub: argparse._SubParsersAction, name: str, run: Callable, help: str, *, output: str | None = None,
-            description: str | None = None, secure: bool = False) -> argparse.ArgumentParser:
-    """A client command's parser: --bootstrap, --output (its help `output`) where it prints data, and
-    --command-config where it takes TLS and SASL settings (`secure`)."""
+            description: str | None = None) -> argparse.ArgumentParser:
+    """A client command's parser: --bootstrap, --command-config (TLS and SASL settings), and
+    --output (its help `output`) where it prints data."""
     parser = sub.add_parser(name, help=help, description=description or help)
     parser.add_argument("--bootstrap", type=_arg(_bootstrap), default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
                         help=f"a broker of the cluster, Gregor or Kafka (default {DEFAULT_BOOTSTRAP})")
-    if secure:
-        parser.add_argument("--command-config", metavar="FILE",
-                            help="Kafka client properties: security.protocol, sasl.mechanism, sasl.jaas.config "
-                            "(or sasl.username, sasl.password), ssl.truststore.location, ssl.keystore.location "
-                            "(PEM files)")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="Kafka client properties: security.protocol, sasl.mechanism, sasl.jaas.config "
+                        "(or sasl.username, sasl.password), ssl.truststore.location, ssl.keystore.location "
+                        "(PEM files)")
     if output:
         parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help=output)
     parser.set_defaults(run=run)
     return parser
-
-
-def _client_secure(*args, **kwargs) -> argparse.ArgumentParser:
-    """A client command that also takes --command-config (TLS and SASL settings)."""
-    return _client(*args, **kwargs, secure=True)
 
 
 def _add_topic(sub: argparse._SubParsersAction) -> None:
@@ -109,7 +103,7 @@ def _add_topic(sub: argparse._SubParsersAction) -> None:
     cmds = topic.add_subparsers(dest="topic_command", required=True, metavar="COMMAND")
     config = {"type": _arg(parse_key_value), "action": "append", "default": [], "metavar": "KEY=VALUE"}
 
-    create = _client_secure(cmds, "create", cli_admin.create, "create a topic (CreateTopics)")
+    create = _client(cmds, "create", cli_admin.create, "create a topic (CreateTopics)")
     create.add_argument("name", help="topic name")
     create.add_argument("--partitions", type=_arg(_positive), default=-1, metavar="N",
                         help="partition count (default: the broker's num.partitions)")
@@ -117,16 +111,16 @@ def _add_topic(sub: argparse._SubParsersAction) -> None:
                         help="replication factor (default: the broker's default.replication.factor)")
     create.add_argument("--config", **config, help="a topic config, e.g. retention.ms=3600000; repeatable")
 
-    listed = _client_secure(cmds, "list", cli_admin.list_topics, "list topics with partition and replica counts",
+    listed = _client(cmds, "list", cli_admin.list_topics, "list topics with partition and replica counts",
                      output=TABLE_OR_JSON)
     listed.add_argument("--internal", action="store_true", help="include internal topics (__consumer_offsets)")
 
-    describe = _client_secure(cmds, "describe", cli_admin.describe, "a topic's partitions, offsets and configs",
+    describe = _client(cmds, "describe", cli_admin.describe, "a topic's partitions, offsets and configs",
                        output=TABLE_OR_JSON, description="A topic's partitions (leader, replicas, ISR, log start and "
                        "end offsets) and every config with its value and source (DescribeConfigs).")
     describe.add_argument("name", help="topic name")
 
-    alter = _client_secure(cmds, "alter", cli_admin.alter, "set or delete topic configs (IncrementalAlterConfigs)",
+    alter = _client(cmds, "alter", cli_admin.alter, "set or delete topic configs (IncrementalAlterConfigs)",
                     description="Set or delete topic configs with IncrementalAlterConfigs: configs not named "
                     "keep their values. A deleted config goes back to the broker's default.")
     alter.add_argument("name", help="topic name")
@@ -134,17 +128,17 @@ def _add_topic(sub: argparse._SubParsersAction) -> None:
     alter.add_argument("--delete-config", action="append", default=[], metavar="KEY",
                        help="remove a config override; repeatable")
 
-    grow = _client_secure(cmds, "add-partitions", cli_admin.add_partitions,
+    grow = _client(cmds, "add-partitions", cli_admin.add_partitions,
                    "raise a topic's partition count (CreatePartitions)")
     grow.add_argument("name", help="topic name")
     grow.add_argument("--to", type=_arg(_positive), required=True, metavar="N", help="the new total partition count")
 
-    delete = _client_secure(cmds, "delete", cli_admin.delete, "delete topics (DeleteTopics)",
+    delete = _client(cmds, "delete", cli_admin.delete, "delete topics (DeleteTopics)",
                      description="Delete topics (DeleteTopics). On Gregor, deleting a source topic also "
                      "deletes its views.")
     delete.add_argument("names", nargs="+", metavar="NAME")
 
-    view = _client_secure(cmds, "create-view", cli_admin.create_view, "create a tag-filtered, read-only view of a topic",
+    view = _client(cmds, "create-view", cli_admin.create_view, "create a tag-filtered, read-only view of a topic",
                    description="Create a tag-filtered, read-only view of a topic (Gregor only: CreateTopics "
                    "with configs view.source and view.tags; docs/extensions.md).")
     view.add_argument("name", help="name of the new view")
@@ -195,10 +189,10 @@ def _add_acl(sub: argparse._SubParsersAction) -> None:
                          "as kafka-acls; the broker needs an authorizer (authorizer.class.name). "
                          "`gregor acl COMMAND --help` for each command.")
     cmds = acl.add_subparsers(dest="acl_command", required=True, metavar="COMMAND")
-    add = _client(cmds, "add", cli_acl.add, "allow or deny a principal operations on a resource", secure=True)
-    listed = _client(cmds, "list", cli_acl.list_acls, "the ACLs a filter selects", output=TABLE_OR_JSON, secure=True)
+    add = _client(cmds, "add", cli_acl.add, "allow or deny a principal operations on a resource")
+    listed = _client(cmds, "list", cli_acl.list_acls, "the ACLs a filter selects", output=TABLE_OR_JSON)
     remove = _client(cmds, "remove", cli_acl.remove, "remove the ACLs a filter selects, printing them",
-                     output=TABLE_OR_JSON, secure=True, description="Remove the ACLs a filter selects and print "
+                     output=TABLE_OR_JSON, description="Remove the ACLs a filter selects and print "
                      "them. A filter that selects every ACL (no selector) needs --all.")
     for parser in (add, listed, remove):
         filtering = parser is not add
@@ -299,7 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_records(sub)
     cluster = sub.add_parser("cluster", help="the cluster's brokers, controller and id",
                              description="The cluster over the Kafka protocol. `gregor cluster info --help`.")
-    _client_secure(cluster.add_subparsers(dest="cluster_command", required=True, metavar="COMMAND"), "info",
+    _client(cluster.add_subparsers(dest="cluster_command", required=True, metavar="COMMAND"), "info",
                    cli_admin.cluster_info, "brokers, controller and cluster id (DescribeCluster)", output=TABLE_OR_JSON)
     replay = _client(sub, "replay", cli_groups.replay,
                      "deprecated: use `gregor group reset-offsets GROUP --topic T --to-datetime TIME`")

@@ -145,6 +145,11 @@ def command_config(path: str) -> dict:
     return configs
 
 
+def security(args) -> dict:
+    """kafka-python's TLS and SASL settings from the command's --command-config, if it has one."""
+    return command_config(args.command_config) if args.command_config else {}
+
+
 @contextmanager
 def admin_client(bootstrap: str, config_file: str | None = None) -> Iterator[KafkaAdminClient]:
     """An admin client of `bootstrap`, with the TLS and SASL settings of a --command-config file."""

@@ -35,7 +35,7 @@ INACTIVE_STATES = ("Empty", "Dead")
 
 
 def list_groups(args: argparse.Namespace, out: TextIO) -> int:
-    with admin_client(args.bootstrap) as admin, kafka_errors("list groups"):
+    with admin_client(args.bootstrap, args.command_config) as admin, kafka_errors("list groups"):
         found = admin.list_groups()
     rows = sorted((g["group_id"], g.get("group_state"), g["protocol_type"]) for g in found)
     if args.output == "json":
@@ -47,7 +47,7 @@ def list_groups(args: argparse.Namespace, out: TextIO) -> int:
 
 def describe(args: argparse.Namespace, out: TextIO) -> int:
     group = args.group
-    with admin_client(args.bootstrap) as admin:
+    with admin_client(args.bootstrap, args.command_config) as admin:
         with kafka_errors(f"describe group {group}"):
             try:
                 found = admin.describe_groups([group])[group]
@@ -114,7 +114,8 @@ def _describe_text(group: dict) -> str:
 
 def reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
     topic, partitions = parse_topic_partitions(args.topic)
-    moves, failed = _reset(args.bootstrap, args.group, topic, partitions, _target(args), dry_run=args.dry_run)
+    moves, failed = _reset(args.bootstrap, args.group, topic, partitions, _target(args), dry_run=args.dry_run,
+                           config_file=args.command_config)
     rows = [{"topic": m.topic, "partition": m.partition, "old_offset": m.old_offset, "new_offset": m.new_offset,
              "error": failed.get((m.topic, m.partition))} for m in moves]
     if args.output == "json":
@@ -142,11 +143,11 @@ def _target(args: argparse.Namespace) -> OffsetSpec | int | tuple[str, int]:
 
 
 def _reset(bootstrap: str, group: str, topic: str, partitions: list[int] | None,
-           target: OffsetSpec | int | tuple[str, int], *, dry_run: bool = False,
+           target: OffsetSpec | int | tuple[str, int], *, dry_run: bool = False, config_file: str | None = None,
            ) -> tuple[list[OffsetMove], dict[tuple[str, int], str]]:
     """Plan a reset of `group` on `topic` and, unless `dry_run`, commit it; returns the moves and
     the partitions whose commit failed, with the reason."""
-    with admin_client(bootstrap) as admin:
+    with admin_client(bootstrap, config_file) as admin:
         _refuse_active(admin, group)
         known = topic_partitions(admin, topic)
         missing = sorted(set(partitions or ()) - set(known))
@@ -198,7 +199,7 @@ def _plan(admin: KafkaAdminClient, group: str, tps: list[TopicPartition],
 
 
 def delete(args: argparse.Namespace, out: TextIO) -> int:
-    with admin_client(args.bootstrap) as admin, kafka_errors(f"delete {', '.join(args.groups)}"):
+    with admin_client(args.bootstrap, args.command_config) as admin, kafka_errors(f"delete {', '.join(args.groups)}"):
         result = admin.delete_groups(args.groups)
     failed = []
     for group in args.groups:
@@ -218,7 +219,8 @@ def replay(args: argparse.Namespace, out: TextIO) -> int:
     """The deprecated `gregor replay`: a reset to a time, printed as `topic-partition: old -> new`."""
     print(f"gregor: `gregor replay` is deprecated; use `gregor group reset-offsets {args.group} --topic "
           f"{args.topic} --to-datetime {args.to_time}`", file=sys.stderr)
-    moves, failed = _reset(args.bootstrap, args.group, args.topic, None, ("time", parse_time_ms(args.to_time)))
+    moves, failed = _reset(args.bootstrap, args.group, args.topic, None, ("time", parse_time_ms(args.to_time)),
+                           config_file=args.command_config)
     for m in moves:
         before = "none" if m.old_offset is None else m.old_offset
         after = f"failed: {failed[(m.topic, m.partition)]}" if (m.topic, m.partition) in failed else m.new_offset

@@ -34,6 +34,7 @@ from broker.cli_connect import (
     consumer_client,
     kafka_errors,
     producer_client,
+    security,
     topic_partitions,
 )
 from broker.cli_format import UsageError, parse_time_ms
@@ -54,8 +55,8 @@ def produce(args: argparse.Namespace, out: TextIO, stdin: BinaryIO | None = None
     if separator == b"":
         raise UsageError("--key-separator must not be empty")
     headers = [(name, os.fsencode(value)) for name, value in args.header]
-    _partitions_of(args.bootstrap, args.topic, args.partition)
-    producer = producer_client(args.bootstrap, acks=ACKS[args.acks], linger_ms=5)
+    _partitions_of(args.bootstrap, args.topic, args.partition, args.command_config)
+    producer = producer_client(args.bootstrap, acks=ACKS[args.acks], linger_ms=5, **security(args))
     pending = []
     try:
         with kafka_errors(f"produce to {args.topic}"):
@@ -91,9 +92,9 @@ def _settled(future) -> bool:
     return future.is_done
 
 
-def _partitions_of(bootstrap: str, topic: str, partition: int | None) -> list[int]:
+def _partitions_of(bootstrap: str, topic: str, partition: int | None, config_file: str | None) -> list[int]:
     """The topic's partitions, checked first: a producer or consumer would wait for an unknown topic."""
-    with admin_client(bootstrap) as admin:
+    with admin_client(bootstrap, config_file) as admin:
         partitions = topic_partitions(admin, topic)
     if partition is not None and partition not in partitions:
         raise CliError(f"topic {topic} has no partition {partition} (it has {len(partitions)})")
@@ -126,13 +127,14 @@ def consume(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("--group cannot be combined with --partition, --offset or --from-time; "
                          "move the group with `gregor group reset-offsets` first")
     start_ms = max(parse_time_ms(args.from_time), 0) if args.from_time else None  # before 1970: the start
-    partitions = _partitions_of(args.bootstrap, args.topic, args.partition)
+    partitions = _partitions_of(args.bootstrap, args.topic, args.partition, args.command_config)
     with _StopOnSignal().installed() as stop:
         if args.group:
             consumer = consumer_client(args.bootstrap, group_id=args.group,
-                                       auto_offset_reset="earliest" if args.from_beginning else "latest")
+                                       auto_offset_reset="earliest" if args.from_beginning else "latest",
+                                       **security(args))
         else:
-            consumer = consumer_client(args.bootstrap, group_id=None, enable_auto_commit=False)
+            consumer = consumer_client(args.bootstrap, group_id=None, enable_auto_commit=False, **security(args))
         try:
             with kafka_errors(f"consume from {args.topic}"):
                 if args.group:
@@ -250,8 +252,8 @@ def _time_range(args: argparse.Namespace, out: TextIO) -> int:
     reads what lies between."""
     time_from = parse_time_ms(args.time_from)
     time_to = parse_time_ms(args.time_to) if args.time_to else None
-    partitions = _partitions_of(args.bootstrap, args.topic, args.partition)
-    consumer = consumer_client(args.bootstrap, group_id=None, enable_auto_commit=False)
+    partitions = _partitions_of(args.bootstrap, args.topic, args.partition, args.command_config)
+    consumer = consumer_client(args.bootstrap, group_id=None, enable_auto_commit=False, **security(args))
     try:
         with kafka_errors(f"query {args.topic} by time"):
             tps = [TopicPartition(args.topic, p) for p in ([args.partition] if args.partition is not None

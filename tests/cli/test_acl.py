@@ -202,3 +202,29 @@ def test_a_bad_command_config_is_named_in_one_line(tmp_path, text, fragment):
     assert fragment in str(refused.value) and refused.value.status == 2
     done = gregor("acl", "list", "--command-config", str(tmp_path / "client.properties"), "--bootstrap", "127.0.0.1:1")
     assert_fails(done, 2, fragment)
+
+
+def test_every_client_command_reaches_the_sasl_listener_with_command_config(broker, topic_name, tmp_path):
+    """topic create, produce, consume with a group, group list/describe and query by time, all as
+    alice over SASL_PLAINTEXT once the ACLs allow her; refused in one line before they do."""
+    (tmp_path / "admin.properties").write_text(ADMIN_PROPERTIES)
+    (tmp_path / "alice.properties").write_text(ALICE_PROPERTIES)
+    sasl = ("--bootstrap", broker.listeners["SASL_PLAINTEXT"])
+    as_admin = (*sasl, "--command-config", str(tmp_path / "admin.properties"))
+    as_alice = (*sasl, "--command-config", str(tmp_path / "alice.properties"))
+    group = f"{topic_name}-readers"
+
+    created = gregor("topic", "create", topic_name, "--partitions", "1", *as_admin)
+    assert created.returncode == 0, created.stderr
+    assert_fails(gregor("produce", topic_name, *as_alice, stdin=b"refused\n"), 1, "TOPIC_AUTHORIZATION_FAILED")
+    for args in (("--operation", "Write,Read", "--topic", topic_name), ("--operation", "Read", "--group", group)):
+        added = gregor("acl", "add", *as_admin, "--principal", "User:alice", *args)
+        assert added.returncode == 0, added.stderr
+    eventually(lambda: gregor("produce", topic_name, *as_alice, stdin=b"one\ntwo\n").returncode == 0)
+
+    consumed = gregor("consume", topic_name, *as_alice, "--group", group, "--from-beginning", "--max-messages", "2")
+    assert (consumed.returncode, consumed.stdout.split()[-2:]) == (0, ["one", "two"]), consumed.stderr
+    described = gregor("group", "describe", group, *as_alice, "-o", "json")
+    assert described.returncode == 0 and group in described.stdout, described.stderr
+    by_time = gregor("query", "--topic", topic_name, "--from", "1970-01-01T00:00:00Z", *as_alice)
+    assert by_time.returncode == 0 and '"one"' in by_time.stdout and '"two"' in by_time.stdout, by_time.stderr
