@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from protocol.errors import ErrorCode
-from protocol.record_batch import BatchHeader, parse_header
+from protocol.record_batch import CONTROL_BIT, BatchHeader, parse_header
 from store import CorruptData
 from store.state import PRODUCER_IDS, PRODUCER_SNAPSHOT, decode_i64, encode_i64
 
-CONTROL_BIT = 0x20  # batch attributes: a transaction marker
 BATCHES_KEPT = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 ID_BLOCK = 1000
 

@@ -27,17 +27,6 @@ SCAN_CHUNK = 1 << 16  # queue entries compared per numpy call
 SCAN_LIMIT = 1 << 22  # queue entries scanned per partition per fetch (32 MiB of tag hashes)
 _LAST_DELTA = struct.Struct(">i")
 _BASE = struct.Struct(">q")
-_ATTRIBUTES = struct.Struct(">h")
-_PRODUCER_ID = struct.Struct(">q")
-TRANSACTIONAL_BIT = 0x10
-
-
-def _aborted(store: Store, source: str, partition: int, batch, base: int, last: int) -> bool:
-    """Is this a batch of an aborted transaction (its producer's aborted range covers it)?"""
-    if not _ATTRIBUTES.unpack_from(batch, 21)[0] & TRANSACTIONAL_BIT:
-        return False
-    pid = _PRODUCER_ID.unpack_from(batch, 43)[0]
-    return any(p == pid for p, _ in store.aborted_transactions(source, partition, base, last + 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +75,7 @@ def read_view(store: Store, view: View, tag_header: str, partition: int, offset:
         scan(last + 1)
         inside = int(np.searchsorted(pending, last, side="right"))
         candidates = (pending[:inside] - base).tolist()  # offset deltas
-        data = None if _aborted(store, source, partition, batch, base, last) else filter_batch(
+        data = None if store.aborted_batch(source, partition, batch, base, last + 1) else filter_batch(
             batch, candidates, tag_header, view.tags)
         if data is not None:
             if batches and size + len(data) > max_bytes:

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from protocol.record_batch import BatchHeader, end_transaction_marker, parse_header
+from protocol.record_batch import TRANSACTIONAL_BIT, BatchHeader, end_transaction_marker, parse_header
 from store import legacy, msgid, records, recovery, retention
 from store.atomic_file import fsync_dir
 from store.checkpoint import Checkpoint, mark_clean, queue_key, take_clean_mark
@@ -74,7 +74,6 @@ from store.topics import TopicMeta, TopicRegistry
 log = logging.getLogger(__name__)
 _BASE = struct.Struct(">q")
 _LAST_DELTA = struct.Struct(">i")
-_ATTRIBUTES = struct.Struct(">h")  # at 21 in a RecordBatch v2
 _PRODUCER_ID = struct.Struct(">q")  # at 43
 FULL_WARNING_INTERVAL_S = 10.0  # one "out of disk space" line per this many seconds
 STATE_CHUNK = 10_000  # state records per batch when many are written at once (migration, carrying)
@@ -1195,13 +1194,20 @@ class Store:
         """Is the record at `offset` of `batch` one a read_committed consumer may see? Lookups by key
         and by message id show only those: never a transaction marker, a record of an aborted
         transaction or of one still open (issue 19)."""
-        attributes = _ATTRIBUTES.unpack_from(batch, 21)[0]
-        if not attributes & 0x30:  # neither transactional nor a marker: the common case
+        attributes = batch[ATTRIBUTES_LOW]
+        if not attributes & TXN_BITS:  # neither transactional nor a marker: the common case
             return True
-        if attributes & 0x20 or offset >= self.last_stable_offset(part.topic, part.index):
+        if attributes & CONTROL_BIT or offset >= self.last_stable_offset(part.topic, part.index):
+            return False
+        return not self.aborted_batch(part.topic, part.index, batch, offset, offset + 1)
+
+    def aborted_batch(self, topic: str, partition: int, batch, start: int, stop: int) -> bool:
+        """Is `batch` (its records in [start, stop)) a batch of an aborted transaction: transactional,
+        and its producer's aborted range covers it?"""
+        if not batch[ATTRIBUTES_LOW] & TRANSACTIONAL_BIT:
             return False
         pid = _PRODUCER_ID.unpack_from(batch, 43)[0]
-        return not any(p == pid for p, _ in self.aborted_transactions(part.topic, part.index, offset, offset + 1))
+        return any(p == pid for p, _ in self.aborted_transactions(topic, partition, start, stop))
 
     def message_id(self, topic: str, partition: int, offset: int) -> str:
         """The message id of a stored record."""

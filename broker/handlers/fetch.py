@@ -149,7 +149,8 @@ def _read_all(broker: Broker, body, version: int, refused: frozenset[str] = froz
             size += nbytes if view is None else result.matched_bytes
             remaining -= nbytes
             hw = result.high_watermark
-            lso = broker.store.last_stable_offset(meta.name, p.partition)
+            # a view's reads end at its source's last stable offset (broker/view_fetch.py)
+            lso = result.high_watermark if view is not None else result.last_stable_offset
             aborted = None  # read_uncommitted: Kafka sends a null list
             if committed:  # the aborted transactions the fetched batches may hold records of (KIP-98)
                 end = (_BASE.unpack_from(batches[-1], 0)[0] + _LAST_DELTA.unpack_from(batches[-1], 23)[0] + 1

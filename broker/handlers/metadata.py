@@ -33,7 +33,8 @@ async def handle_metadata(broker: Broker, request: Request):
     if broker.authorizer is not None:  # Kafka's order: answered topics, then those refused creation, then Describe
         may_describe = [n for n in wanted if broker.allowed(Op.DESCRIBE, Res.TOPIC, n)]
         if not all_topics:
-            refused = [n for n in dict.fromkeys(wanted) if n not in set(may_describe)]
+            describable = set(may_describe)
+            refused = [n for n in dict.fromkeys(wanted) if n not in describable]
         wanted = may_describe
     refused_create = []
     for name in wanted:

@@ -17,19 +17,25 @@ import trio
 
 from broker.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker
+from broker.handlers.txn import fenced
 from broker.metrics import BrokerMetrics
 from broker.producer_state import Verdict
 from protocol.codec import Request
 from protocol.errors import ErrorCode
 from protocol.legacy_append import is_legacy, to_record_batch
 from protocol.produce_response import RecordErrors, encode_produce_response
-from protocol.record_batch import CODEC_ZSTD, InvalidBatch, stamp_log_append_time, validate_produce_records
+from protocol.record_batch import (
+    CODEC_ZSTD,
+    TRANSACTIONAL_BIT,
+    InvalidBatch,
+    stamp_log_append_time,
+    validate_produce_records,
+)
 from store import AppendResult, UnknownPartition, UnknownTopic
 from store.records import decode
 
 log = logging.getLogger("gregor.produce")
 ZSTD_MIN_PRODUCE_VERSION = 7  # KIP-110: zstd needs Produce v7+ and Fetch v10+
-TRANSACTIONAL_BIT = 0x10  # batch attributes: a transaction's records (0x20: a control batch)
 MAGIC_2_PRODUCE_VERSION = 3  # below, records may be a message set of magic 0 or 1 (protocol/legacy_append.py)
 
 
@@ -47,7 +53,7 @@ async def handle_produce(broker: Broker, request: Request):
     refused: set[str] = set()
     if broker.authorizer is not None and body.transactional_id is not None and not broker.allowed(
             Op.WRITE, Res.TRANSACTIONAL_ID, body.transactional_id):
-        refused = {topic for topic, _ in wanted}  # Kafka answers the whole request with the error
+        # Kafka answers the whole request with the error
         results = {key: _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for key in wanted}
         return None if body.acks == 0 else _response(version, results)
     if broker.authorizer is not None:  # Write on each topic, checked before anything else (KafkaApis)
@@ -235,9 +241,7 @@ async def handle_init_producer_id(broker: Broker, request: Request):
                                 producer_id=-1, producer_epoch=-1)
         hint = (body.producer_id, body.producer_epoch) if version >= 3 else (-1, -1)
         answer = await broker.txn.init_producer_id(body.transactional_id, body.transaction_timeout_ms, *hint)
-        error = answer.error
-        if error == ErrorCode.PRODUCER_FENCED and version < 4:
-            error = ErrorCode.INVALID_PRODUCER_EPOCH
+        error = fenced(answer.error, version, first_fenced_version=4)
         ok = error == ErrorCode.NONE
         return cls[version](throttle_time_ms=0, error_code=error, producer_id=answer.producer_id if ok else -1,
                             producer_epoch=answer.producer_epoch if ok else -1)
