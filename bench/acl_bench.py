@@ -41,7 +41,8 @@ from confluent_kafka.admin import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from broker_process import ROOT, BrokerProcess
+from both_brokers import compared, started
+from broker_process import ROOT
 from docs_section import replace_section
 from figures import spread
 
@@ -78,22 +79,7 @@ def _grant(bootstrap: str, topic: str) -> None:
 def one_round(broker: str, tmp: Path, records: int, acls: bool) -> dict:
     settings = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
                 "sasl.enabled.mechanisms": "SCRAM-SHA-256", **(ACLS_ON if acls else {})}
-    if broker == "kafka":
-        from tests.oracle.kafka_broker import KafkaBroker
-        kafka = KafkaBroker(tmp / "kafka", settings, users=[(USER, PASSWORD, "SCRAM-SHA-256")])
-        kafka.start()
-        listeners, stop = kafka.listeners, kafka.stop
-    else:
-        from tests.conftest import add_users
-        proc = BrokerProcess(tmp / "gregor", settings)
-        add_users(proc.data_dir, [(USER, PASSWORD, "SCRAM-SHA-256")])
-        proc.start()
-        proc.wait_idle()
-        text = proc.stderr_path.read_text()
-        listeners = {line.split()[2].split("://")[0]: line.split()[2].split("://")[1]
-                     for line in text.splitlines() if line.startswith("gregor listener ")}
-        stop = proc.stop
-    try:
+    with started(broker, tmp, settings, [(USER, PASSWORD, "SCRAM-SHA-256")]) as listeners:
         admin = AdminClient({"bootstrap.servers": listeners["PLAINTEXT"]})
         admin.create_topics([NewTopic("bench", 1, 1)])["bench"].result(30)
         if acls:
@@ -103,13 +89,11 @@ def one_round(broker: str, tmp: Path, records: int, acls: bool) -> dict:
                 "size": VALUE, "client": CLIENT}
         produced = _run({**base, "mode": "produce", "acks": "1", "seconds": 300, "max_messages": records})
         consumed = _run({**base, "mode": "consume", "expected": records, "seconds": 300, "group": "bench-acl"})
-        result = {"broker": broker, "acls": acls, "produce_mb_per_s": produced["mb_per_s"],
-                  "consume_mb_per_s": consumed["mb_per_s"], "delivered": produced["delivered"],
-                  "received": consumed["received"]}
-        print(json.dumps(result), flush=True)
-        return result
-    finally:
-        stop()
+    result = {"broker": broker, "acls": acls, "produce_mb_per_s": produced["mb_per_s"],
+              "consume_mb_per_s": consumed["mb_per_s"], "delivered": produced["delivered"],
+              "received": consumed["received"]}
+    print(json.dumps(result), flush=True)
+    return result
 
 
 def report(results: list[dict], args: argparse.Namespace) -> str:
@@ -144,12 +128,7 @@ def main() -> int:
     parser.add_argument("--gregor-only", action="store_true")
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
-    brokers = ["gregor"]
-    if not args.gregor_only:
-        import kafka_process
-        if kafka_process.unavailable() is None:
-            brokers.append("kafka")
+    brokers = compared(args.gregor_only)
     results = []
     for run in range(args.repeat):
         for broker in brokers:

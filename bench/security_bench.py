@@ -33,7 +33,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from broker_process import ROOT, BrokerProcess
+from both_brokers import compared, started
+from broker_process import ROOT
 from docs_section import replace_section
 from figures import spread
 
@@ -76,24 +77,8 @@ def _run(spec: dict) -> dict:
 
 
 def one_round(broker: str, tmp: Path, keystore: Path, ca: Path, records: int, order: list[str]) -> list[dict]:
-    settings = _settings(keystore)
-    if broker == "kafka":
-        from tests.oracle.kafka_broker import KafkaBroker
-        kafka = KafkaBroker(tmp / "kafka", settings, users=[(USER, PASSWORD, "SCRAM-SHA-256")])
-        kafka.start()
-        listeners, stop = kafka.listeners, kafka.stop
-    else:
-        from tests.conftest import add_users
-        proc = BrokerProcess(tmp / "gregor", settings)
-        add_users(proc.data_dir, [(USER, PASSWORD, "SCRAM-SHA-256")])
-        proc.start()
-        proc.wait_idle()
-        text = proc.stderr_path.read_text()
-        listeners = {line.split()[2].split("://")[0]: line.split()[2].split("://")[1]
-                     for line in text.splitlines() if line.startswith("gregor listener ")}
-        stop = proc.stop
     out = []
-    try:
+    with started(broker, tmp, _settings(keystore), [(USER, PASSWORD, "SCRAM-SHA-256")]) as listeners:
         admin = AdminClient({"bootstrap.servers": listeners["PLAINTEXT"]})
         for f in admin.create_topics([NewTopic(f"t-{name}", 1, 1) for name in order]).values():
             f.result(30)
@@ -108,8 +93,6 @@ def one_round(broker: str, tmp: Path, keystore: Path, ca: Path, records: int, or
                         "consume_mb_per_s": consumed["mb_per_s"], "delivered": produced["delivered"],
                         "received": consumed["received"]})
             print(json.dumps(out[-1]), flush=True)
-    finally:
-        stop()
     return out
 
 
@@ -145,12 +128,7 @@ def main() -> int:
     parser.add_argument("--gregor-only", action="store_true")
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
-    brokers = ["gregor"]
-    if not args.gregor_only:
-        import kafka_process
-        if kafka_process.unavailable() is None:
-            brokers.append("kafka")
+    brokers = compared(args.gregor_only)
     certs = Path(tempfile.mkdtemp(prefix="gregor-security-certs-"))
     keystore, ca = make_certs(certs)
     results = []

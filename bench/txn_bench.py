@@ -26,9 +26,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from confluent_kafka.admin import AdminClient, NewTopic
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from broker_process import ROOT, BrokerProcess
+from both_brokers import compared, started
+from broker_process import ROOT
 from docs_section import replace_section
 from figures import spread
 
@@ -81,19 +84,9 @@ def _produce(bootstrap: str, topic: str, per_txn: int, records: int, seconds: fl
 
 
 def one_round(broker: str, tmp: Path, records: int, seconds: float, order: list[int]) -> list[dict]:
-    from confluent_kafka.admin import AdminClient, NewTopic
-    if broker == "kafka":
-        from tests.oracle.kafka_broker import KafkaBroker
-        kafka = KafkaBroker(tmp / "kafka", {})
-        kafka.start()
-        bootstrap, stop = kafka.bootstrap, kafka.stop
-    else:
-        proc = BrokerProcess(tmp / "gregor", {})
-        proc.start()
-        proc.wait_idle()
-        bootstrap, stop = proc.bootstrap, proc.stop
     out = []
-    try:
+    with started(broker, tmp, {}) as listeners:
+        bootstrap = listeners["PLAINTEXT"]
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for f in admin.create_topics([NewTopic(f"txn-{k}", 1, 1) for k in [*order, "warm-up"]]).values():
             f.result(30)
@@ -103,8 +96,6 @@ def one_round(broker: str, tmp: Path, records: int, seconds: float, order: list[
             result = _produce(bootstrap, f"txn-{k}", k, records, seconds)
             out.append({"broker": broker, "per_txn": k, **result})
             print(json.dumps(out[-1]), flush=True)
-    finally:
-        stop()
     return out
 
 
@@ -135,12 +126,7 @@ def main() -> int:
     parser.add_argument("--gregor-only", action="store_true")
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
-    brokers = ["gregor"]
-    if not args.gregor_only:
-        import kafka_process
-        if kafka_process.unavailable() is None:
-            brokers.append("kafka")
+    brokers = compared(args.gregor_only)
     results = []
     for run in range(args.repeat):
         order = CASES if run % 2 == 0 else CASES[::-1]
