@@ -10,6 +10,7 @@ import logging
 import re
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -20,10 +21,13 @@ from broker.config import BrokerConfig
 from broker.group_coordinator import GroupCoordinator
 from broker.listeners import Listener
 from broker.metrics import BrokerMetrics
-from broker.producer_state import ProducerStateTable
+from broker.producer_state import ProducerStateTable, restore, snapshot_payload, write_snapshot
 from broker.txn_coordinator import TxnCoordinator
 from store import AdminBusy, Store, StoreError, TopicExists, TopicMeta
 from store.topics import RESERVED_PREFIX
+
+if TYPE_CHECKING:
+    from broker.cluster import Cluster
 
 log = logging.getLogger(__name__)
 audit = logging.getLogger("gregor.authorizer")  # denials, as Kafka's kafka.authorizer.logger
@@ -118,12 +122,47 @@ class Broker:
         self.txn = TxnCoordinator(store, self.producers, config["transaction.max.timeout.ms"],
                                   config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
         store.subscribe_appends(self.appends.notify)
+        self.cluster: Cluster | None = None  # set by the server when zookeeper.connect is (broker/cluster.py)
         self.metrics = BrokerMetrics()
         self.metrics.watch(self)
         self.authorizer: Authorizer | None = None
         if config["authorizer.class.name"]:
             self.authorizer = Authorizer(config["super.users"], config["allow.everyone.if.no.acl.found"])
             self.reload_acls()
+
+    async def become_master(self) -> None:
+        """This node starts leading its group: the producer, group and transaction state are
+        read again from the commitlog its master shipped (Kafka's coordinators load their
+        partitions when they become leader)."""
+        producers = ProducerStateTable(self.store)
+        await trio.to_thread.run_sync(restore, producers, self.store)
+        self.producers = producers
+        self.coordinator = GroupCoordinator.from_config(self.config, self.store.offsets)
+        self.txn = TxnCoordinator(self.store, producers, self.config["transaction.max.timeout.ms"],
+                                  self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
+        self.reload_acls()
+
+    async def run_master_services(self) -> None:
+        """What only the node that writes the commitlog runs: the coordinators' timers and the
+        producer-state snapshots (always on a single node; while leading in a broker group)."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.coordinator.run)
+            nursery.start_soon(self.txn.run)
+            nursery.start_soon(self._snapshot_producers_periodically)
+
+    async def snapshot_producers(self) -> None:
+        if self.store.following:  # a follower's commitlog holds only what its master wrote
+            return
+        payload = snapshot_payload(self.producers, self.end_offsets())  # on the loop: a consistent view
+        try:
+            await trio.to_thread.run_sync(write_snapshot, self.store, payload)
+        except StoreError as exc:  # full disk, offline log dir: the next start replays more batches instead
+            log.warning("producer-state snapshot not written: %s", exc)
+
+    async def _snapshot_producers_periodically(self) -> None:
+        while True:
+            await trio.sleep(self.config["producer.state.snapshot.interval.ms"] / 1000)
+            await self.snapshot_producers()
 
     def reload_acls(self) -> None:
         """Put the ACLs of the state topic in force (at start and after CreateAcls/DeleteAcls)."""
@@ -177,7 +216,10 @@ class Broker:
 
     def auto_create(self, name: str) -> TopicMeta | None:
         """Create a topic a client asked for, on the event loop (a few partitions: quick);
-        None when another topic change holds the store (the client asks again) or it exists."""
+        None when another topic change holds the store (the client asks again) or it exists,
+        and on a follower, which writes nothing of its own (the master creates topics)."""
+        if self.store.following:
+            return None
         try:
             return self.store.create_topic(name, self.config["num.partitions"], {}, wait=False)
         except (TopicExists, AdminBusy):
@@ -202,6 +244,7 @@ class Broker:
 
 TOPIC_TO_BROKER_CONFIG = {
     "max.message.bytes": "message.max.bytes",
+    "min.insync.replicas": "min.insync.replicas",
     "message.timestamp.type": "log.message.timestamp.type",
     "retention.ms": "log.retention.ms",
     "retention.bytes": "log.retention.bytes",

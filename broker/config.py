@@ -71,9 +71,19 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "transaction.max.timeout.ms": (int, 900000, "largest transaction.timeout.ms a producer may ask"),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
         int, 10000, "how often transactions older than their timeout are looked for and aborted"),
+    "zookeeper.connect": (str, "", ("HOST:PORT[,HOST:PORT][/chroot] of the ZooKeeper that coordinates a broker "
+                                    "group (docs/replication.md); empty: a single broker")),
+    "zookeeper.session.timeout.ms": (int, 18000, "ZooKeeper session timeout: how long a dead master goes unnoticed"),
+    "zookeeper.connection.timeout.ms": (int, 18000, "how long a starting broker waits for ZooKeeper"),
+    "broker.group": (str, "default", ("the broker group this node belongs to (RocketMQ's brokerName): its nodes "
+                                      "replicate one commitlog")),
+    "replication.port": (int, 0, ("port followers pull the commitlog from (RocketMQ's haListenPort; 0: any free "
+                                  "port, published in ZooKeeper)")),
+    "replica.lag.time.max.ms": (int, 30000, "a follower not caught up within this leaves the sync-state set (ISR)"),
+    "min.insync.replicas": (int, 1, "acks=all produce needs this many nodes in the sync-state set"),
     "num.partitions": (int, 1, "partitions of an auto-created topic"),
     "auto.create.topics.enable": (_bool, True, "create unknown topics on Metadata/Produce"),
-    "default.replication.factor": (int, 1, "reported replication factor (single broker)"),
+    "default.replication.factor": (int, 1, "replication factor of topics created without one (a broker group's size)"),
     "message.max.bytes": (int, 1048588, "largest record batch accepted"),
     "socket.request.max.bytes": (int, 104857600, "largest request frame accepted"),
     "log.retention.ms": (int, 604800000, "delete commitlog segments older than this (-1: never)"),
@@ -191,6 +201,17 @@ class BrokerConfig:
         if name and name not in AUTHORIZER_CLASSES:
             raise ConfigError(f"authorizer.class.name: {name} is not supported; Gregor's ACLs take "
                               f"{' or '.join(AUTHORIZER_CLASSES[:2])}")
+        if self.values["zookeeper.connect"].strip():
+            for name in ("zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms", "replica.lag.time.max.ms",
+                         "min.insync.replicas"):
+                if self.values[name] <= 0:
+                    raise ConfigError(f"{name} must be positive, got {self.values[name]}")
+            if not self.values["broker.group"].strip() or "/" in self.values["broker.group"]:
+                raise ConfigError("broker.group must be a non-empty name without '/'")
+            if self.values["node.id"] < 0:
+                raise ConfigError("node.id must be 0 or more")
+        if not 0 <= self.values["replication.port"] <= 65535:
+            raise ConfigError(f"replication.port must be 0-65535, got {self.values['replication.port']}")
         if self.values["connections.max.reauth.ms"] < 0:
             raise ConfigError("connections.max.reauth.ms must be 0 or more")
         if self.values["failed.authentication.limit"] < 0:

@@ -14,11 +14,12 @@ import trio
 
 from broker.admin_http import serve_admin
 from broker.broker import Broker, new_cluster_id
+from broker.cluster import Cluster
 from broker.config import BrokerConfig
 from broker.connection import serve_connection
 from broker.listeners import tls_context
-from broker.producer_state import restore, snapshot_payload, write_snapshot
-from store import Store, StoreError
+from broker.producer_state import restore
+from store import Store
 
 log = logging.getLogger("gregor.server")
 
@@ -51,10 +52,10 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
         broker.listeners = [lst for lst, _ in opened]
         broker.port = broker.listeners[0].port
         async with trio.open_nursery() as nursery:
-            if broker.coordinator is not None:
-                nursery.start_soon(broker.coordinator.run)
-            nursery.start_soon(broker.txn.run)
-            nursery.start_soon(_snapshot_producers_periodically, broker)
+            if config["zookeeper.connect"].strip():  # a broker group: the master writes, followers replicate
+                await _join_group(nursery, broker)
+            else:
+                nursery.start_soon(broker.run_master_services)
             for lst, sockets in opened:
                 handler = partial(serve_connection, broker, lst, contexts.get(lst.name))
                 nursery.start_soon(partial(trio.serve_listeners, handler, sockets, handler_nursery=nursery))
@@ -75,20 +76,18 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
     finally:
         with trio.CancelScope(shield=True):
             if broker is not None:
-                await _snapshot_producers(broker)
+                await broker.snapshot_producers()
             await trio.to_thread.run_sync(store.close)
             log.info("store closed cleanly")
 
 
-async def _snapshot_producers(broker: Broker) -> None:
-    payload = snapshot_payload(broker.producers, broker.end_offsets())  # on the loop: a consistent view
-    try:
-        await trio.to_thread.run_sync(write_snapshot, broker.store, payload)
-    except StoreError as exc:  # full disk, offline log dir: the next start replays more batches instead
-        log.warning("producer-state snapshot not written: %s", exc)
-
-
-async def _snapshot_producers_periodically(broker: Broker) -> None:
-    while True:
-        await trio.sleep(broker.config["producer.state.snapshot.interval.ms"] / 1000)
-        await _snapshot_producers(broker)
+async def _join_group(nursery: trio.Nursery, broker: Broker) -> None:
+    """Open the replication port, register in ZooKeeper and take this node's role; returns once
+    the role is known (master, follower, or waiting for a master)."""
+    config = broker.config
+    sockets = await trio.open_tcp_listeners(config["replication.port"], host=config.host or None)
+    info = {"version": 1, "host": broker.advertised_host, "port": broker.advertised_port,
+            "group": config["broker.group"], "replication_host": config.host or "127.0.0.1",
+            "replication_port": sockets[0].socket.getsockname()[1]}
+    broker.cluster = Cluster(broker)
+    await nursery.start(broker.cluster.run, sockets, info)

@@ -16,6 +16,7 @@ Record keys (bytes), big-endian:
   b"O" + u16 len + group + u16 len + topic + i32 p   a committed offset
   b"P\\x01"                                          end of the reserved producer-id block
   b"P\\x02"                                          the producer-state snapshot
+  b"E" + i32 epoch                                   a broker group's master epoch and its start position
 Values start with a version byte (1); see encode_topic / encode_offset and docs/storage.md.
 Never does I/O: the Store appends the batches this module encodes and feeds back what it reads.
 """
@@ -44,6 +45,7 @@ PRODUCER_SNAPSHOT = b"P\x02"
 ACL = b"A"  # + an ACL binding (broker/acl.py)
 TRANSACTION = b"x"  # + UTF-8 transactional id: the coordinator's record of it (broker/txn_state.py)
 PENDING_OFFSET = b"o"  # + producer id (i64) + an offset key: a TxnOffsetCommit awaiting its transaction's end
+MASTER_EPOCH = b"E"  # + i32 epoch: where in the commitlog a master of the broker group began it (replication)
 
 _U16 = struct.Struct(">H")
 _TOPIC_HEAD = struct.Struct(">B16siH")  # version, topic id, partitions, config count
@@ -206,3 +208,16 @@ class StateView:
         before the commitlog bytes holding them are deleted."""
         found = sorted((at, key, value) for key, (at, value) in self.live.items() if at < offset)
         return [(key, value) for _, key, value in found]  # oldest first: a partial carry frees the most
+
+
+# ---- master epochs (replication) --------------------------------------------------------
+_EPOCH_VALUE = struct.Struct(">Bq")  # version, commitlog position the epoch begins at
+
+
+def encode_master_epoch(epoch: int, start: int) -> Record:
+    return MASTER_EPOCH + _I32.pack(epoch), _EPOCH_VALUE.pack(VALUE_VERSION, start)
+
+
+def decode_master_epoch(key: bytes, value: bytes) -> tuple[int, int]:
+    """(epoch, start position) of a MASTER_EPOCH record."""
+    return _I32.unpack_from(key, 1)[0], _EPOCH_VALUE.unpack_from(value)[1]

@@ -66,8 +66,19 @@ from store.offsets import OffsetStore
 from store.partition import Partition, cleanup_policy, features, irregular, queue_dir
 from store.periodic import Periodic
 from store.records import StoredRecord
+from store.replica import Unreplicated
 from store.reserver import QueueReserver
-from store.state import STATE_TOPIC, Record, StateView, encode_batch, encode_topic, topic_key
+from store.state import (
+    MASTER_EPOCH,
+    STATE_TOPIC,
+    Record,
+    StateView,
+    decode_master_epoch,
+    encode_batch,
+    encode_master_epoch,
+    encode_topic,
+    topic_key,
+)
 from store.time_index import TimeIndex, max_timestamp_offset, offset_for_timestamp
 from store.topics import TopicMeta, TopicRegistry
 
@@ -145,6 +156,12 @@ class Store:
         self._closed = False
         self._dir_lock: int | None = None  # the data directory's .lock (open)
         self.offline: LogDirOffline | None = None  # set once, when an fsync or a write failed
+        # Replication (broker/cluster.py): appends the in-sync replicas may not hold yet, None on
+        # a single node; and whether this store follows a master (it then writes nothing of its
+        # own: no retention carries, no log cleaner, only the master's shipped bytes)
+        self._unreplicated: Unreplicated | None = None
+        self.following = False
+        self._default_epoch = 0  # the epoch a new partition is led in (begin_master_epoch)
         self.offsets: OffsetStore = view.offsets
         self.offsets.attach(self.write_state)
         commitlog.start_allocator()
@@ -406,6 +423,8 @@ class Store:
         topics (store/compaction.py's deletable_prefix). Live state records and the live
         batches of compact-only topics in the segments are appended again first. Called by
         the retention thread; the unlinks happen outside the append lock."""
+        if self.following:  # the master's retention decides; its carried records arrive shipped
+            return 0
         now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
         segment_ms = self._segment_retention_ms()
         with self._lock:
@@ -513,6 +532,8 @@ class Store:
     def clean(self, now_ms: int | None = None, force: bool = False) -> CleanStats:
         """One run of the log cleaner over the compacted partitions that are due (every one
         with `force`). Called by the cleaner thread every log.cleaner.backoff.ms."""
+        if self.following:  # relocated batches arrive from the master's cleaner
+            return CleanStats()
         now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
         return self.cleaner.run(now_ms, force)
 
@@ -711,7 +732,10 @@ class Store:
         """Make new partitions visible to appends and reads; call under the append lock.
         The list is replaced, not grown in place: reads look partitions up without the lock."""
         added = [Partition.of(meta, p, queues[p]) for p in sorted(queues)]  # the next numbers
-        for part in added:  # led by this store since its creation, as Kafka's first leader: epoch 0
+        for part in added:
+            part.leader_epoch = self._default_epoch
+            if self._unreplicated is not None:
+                part.hw = part.queue.high_watermark  # led by this store since its creation, as Kafka's first leader: epoch 0
             part.epochs.assign(part.leader_epoch, part.queue.log_start)
         self._parts[meta.name] = self._parts.get(meta.name, []) + added
 
@@ -749,6 +773,7 @@ class Store:
         with self._lock:
             if self.offline is not None:
                 return [self.offline] * len(items)
+            unreplicated = self._unreplicated
             now = _time_ns() // 1_000_000
             if now < self._last_ts:  # store timestamps never go back (an `if`: max() costs 0.08 us)
                 now = self._last_ts
@@ -793,9 +818,11 @@ class Store:
                 to_queue(part, base, count, pos, size, tags, header.max_timestamp)
                 if txn:
                     to_transactions(part, batch, base)
+                end = pos + size + len(part.topic_bytes)
+                if unreplicated is not None:
+                    unreplicated.add(end, part, base + count)
                 # tuple.__new__, a C call: the NamedTuple's own __new__ is a Python function
-                out.append(_new_tuple(AppendResult, (base, base + count - 1, now,
-                                                     pos + size + len(part.topic_bytes), handle)))
+                out.append(_new_tuple(AppendResult, (base, base + count - 1, now, end, handle)))
                 appended += 1
             if handle is not None and appended:
                 self._flusher.claim(appended)
@@ -926,6 +953,8 @@ class Store:
                 note_epoch(part, batch, e.base_offset)
                 to_queue(part, e.base_offset, e.record_count, e.batch_position, e.batch_size, tags_of(part, batch),
                          e.max_timestamp)
+                if self._unreplicated is not None:
+                    self._unreplicated.add(e.position + e.length, part, e.base_offset + e.record_count)
                 if batch[ATTRIBUTES_LOW] & TXN_BITS:
                     to_transactions(part, batch, e.base_offset)
                 touched.append((part.topic, part.index))
@@ -964,6 +993,9 @@ class Store:
                 self._view.reset()
                 recovery.replay_state(self._parts[STATE_TOPIC][0].queue, self._log, self._view)
             self._reconcile()
+            if self._unreplicated is not None:
+                with self._lock:
+                    self._unreplicated.pending_from(self._all_partitions(), self._log.write_position)
             self.write_checkpoint(every_queue=True)
 
     # ---- reads -----------------------------------------------------------------------
@@ -1061,6 +1093,61 @@ class Store:
             if part.txns is not None:
                 part.txns.replicated(part.hw)
             return q.high_watermark if part.hw is None else part.hw
+
+    def replicate(self, following: bool) -> None:
+        """Take part in a broker group (broker/cluster.py): high watermarks from now on move
+        only by `replicated_to`, and a follower (`following`) writes nothing of its own
+        (retention and the log cleaner leave the commitlog to its master). Every partition whose
+        log end is past its high watermark waits for the whole present log to be replicated."""
+        with self._lock:
+            if self._unreplicated is None:
+                self._unreplicated = Unreplicated()
+            self.following = following
+            self._unreplicated.pending_from(self._all_partitions(), self._log.write_position)
+
+    def replicated_to(self, position: int) -> None:
+        """The in-sync replicas hold the commitlog below `position`: the high watermarks of the
+        partitions written below it move to their entries' next offsets (store/replica.py),
+        and fetches waiting on them are woken."""
+        with self._lock:
+            if self._unreplicated is None:
+                return
+            moved = self._unreplicated.advance(position)
+            for part in moved:
+                if part.txns is not None:
+                    part.txns.replicated(part.hw)
+        for part in moved:
+            if not part.internal:
+                for callback in self._subscribers:
+                    callback(part.topic, part.index)
+
+    @property
+    def log_start_position(self) -> int:
+        """The commitlog's first position (retention moves it)."""
+        return self._log.min_position
+
+    def master_epochs(self) -> list[tuple[int, int]]:
+        """(master epoch, commitlog position it began at) of every epoch a master of this log
+        started (begin_master_epoch), oldest first: where a returning follower's log and its
+        master's part (broker/cluster_state.py's truncation_point)."""
+        return sorted(decode_master_epoch(key, value) for key, value in self.state_items(MASTER_EPOCH))
+
+    def begin_master_epoch(self, epoch: int) -> int:
+        """This store becomes its group's master in `epoch`: a state record says where in the
+        commitlog the epoch begins (replicated like every record, so each replica knows the
+        epochs of the log it holds), and every partition is led in that epoch from its log end
+        (Kafka's leader epoch). Made durable before returning; returns the start position."""
+        with self._state_lock:  # nothing else appends: the node serves as master only after this
+            start = self._log.write_position
+            self._write_state_locked([encode_master_epoch(epoch, start)])
+        with self._lock:
+            self._default_epoch = epoch
+            for part in self._all_partitions():
+                if not part.internal:
+                    part.epochs.assign(epoch, part.queue.high_watermark)
+                    part.leader_epoch = max(part.leader_epoch, epoch)
+        self._make_durable()
+        return start
 
     # ---- leader epochs (store/epochs.py) ------------------------------------------------
     def leader_epoch(self, topic: str, partition: int) -> int:

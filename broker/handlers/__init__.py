@@ -9,7 +9,7 @@ from typing import Any
 
 from broker.broker import Broker
 from broker.handlers import acls, api_versions, configs, fetch, groups, metadata, produce, sasl, topics, txn
-from protocol.codec import Request
+from protocol.codec import MalformedRequest, Request
 
 Handler = Callable[[Broker, Request], Awaitable[Any]]
 
@@ -59,8 +59,25 @@ def register(api_key: int, handler: Handler) -> None:
     HANDLERS[api_key] = handler
 
 
+# What only a broker group's master answers (it alone writes the commitlog): group and
+# transaction coordination, and every change of topics, configs, ACLs and credentials. Clients
+# send these to the coordinator FindCoordinator names and the controller Metadata names, both the
+# master; one that reaches a follower (stale metadata during a failover) has its connection
+# closed, and the client looks the coordinator or controller up again.
+MASTER_ONLY = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 19, 20, 21, 22, 24, 25, 26, 28, 30, 31, 33, 37, 42, 44,
+                         51, 65, 66})
+
+
+class NotMaster(MalformedRequest):
+    """A request only the master answers reached a follower: the connection closes."""
+
+
 async def dispatch(broker: Broker, request: Request) -> Any:
     handler = HANDLERS.get(request.header.api_key)
     if handler is None:
         raise NotImplementedError(f"no handler for {request.spec.name}")
+    cluster = broker.cluster
+    if cluster is not None and not cluster.leading and request.header.api_key in MASTER_ONLY:
+        raise NotMaster(f"{request.spec.name} reached node {broker.node_id}, a follower; the master is "
+                        f"node {cluster.master}")
     return await handler(broker, request)

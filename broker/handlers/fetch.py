@@ -33,13 +33,16 @@ _LAST_DELTA = struct.Struct(">i")
 ZSTD_MIN_FETCH_VERSION = 10
 
 
-def epoch_error(store, topic: str, partition: int, current_leader_epoch: int) -> int:
+def epoch_error(broker: Broker, topic: str, partition: int, current_leader_epoch: int) -> int:
     """Kafka's check of the leader epoch a client last saw (KIP-320): -1 skips it; an older
     one is FENCED_LEADER_EPOCH (refresh metadata), a newer one UNKNOWN_LEADER_EPOCH (this
-    broker has not caught up with it yet)."""
+    broker has not caught up with it yet). A follower of a broker group answers every
+    partition NOT_LEADER_OR_FOLLOWER: clients read from the master."""
+    if broker.cluster is not None and not broker.cluster.leading:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
     if current_leader_epoch < 0:
         return ErrorCode.NONE
-    epoch = store.leader_epoch(topic, partition)
+    epoch = broker.store.leader_epoch(topic, partition)
     if current_leader_epoch == epoch:
         return ErrorCode.NONE
     return ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
@@ -96,7 +99,7 @@ def _read_all(broker: Broker, body, version: int, refused: frozenset[str] = froz
                 has_error = True
                 parts.append(error_partition(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, aborted=[]))
                 continue
-            fenced = epoch_error(broker.store, meta.name, p.partition, getattr(p, "current_leader_epoch", -1))
+            fenced = epoch_error(broker, meta.name, p.partition, getattr(p, "current_leader_epoch", -1))
             if fenced:
                 has_error = True
                 parts.append(error_partition(p.partition, fenced))
@@ -207,7 +210,7 @@ def _list_offset(broker: Broker, meta, topic: str, p, version: int, duplicate: b
         return ErrorCode.INVALID_REQUEST, -1, -1
     if meta is None or not 0 <= p.partition_index < meta.partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
-    fenced = epoch_error(broker.store, topic, p.partition_index, getattr(p, "current_leader_epoch", -1))
+    fenced = epoch_error(broker, topic, p.partition_index, getattr(p, "current_leader_epoch", -1))
     if fenced:
         return fenced, -1, -1
     store, ts = broker.store, p.timestamp
@@ -269,7 +272,7 @@ async def handle_offset_for_leader_epoch(broker: Broker, request: Request):
             elif meta is None or not 0 <= p.partition < meta.partitions:
                 parts.append(EpochEndOffset(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, partition=p.partition,
                                             leader_epoch=-1, end_offset=-1))
-            elif fenced := epoch_error(broker.store, name, p.partition, getattr(p, "current_leader_epoch", -1)):
+            elif fenced := epoch_error(broker, name, p.partition, getattr(p, "current_leader_epoch", -1)):
                 parts.append(EpochEndOffset(error_code=fenced, partition=p.partition, leader_epoch=-1, end_offset=-1))
             else:
                 epoch, end = broker.store.end_offset_for_epoch(name, p.partition, p.leader_epoch)

@@ -48,10 +48,16 @@ def _coordinator(broker: Broker, key_type: int, key: str, ok_message: str, batch
         refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "" if batched else TRANSACTIONAL_ID_REFUSED_MESSAGE
     if refused is not None:
         return {"error_code": refused[0], "error_message": refused[1], "node_id": -1, "host": "", "port": -1}
-    if key_type == GROUP_KEY:
-        return {"error_code": 0, "error_message": ok_message, "node_id": broker.node_id,
-                "host": broker.advertised_host, "port": broker.advertised_port}
-    if key_type == TRANSACTION_KEY:  # this broker coordinates every transaction too (broker/txn_coordinator.py)
+    if key_type in (GROUP_KEY, TRANSACTION_KEY):  # this broker coordinates transactions too
+        if broker.cluster is not None:  # a broker group: its master coordinates
+            master = broker.cluster.master
+            endpoint = broker.cluster.endpoint(master) if master != broker.node_id else None
+            if master < 0 or (master != broker.node_id and endpoint is None):
+                return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": "" if batched else
+                        "The coordinator is not available.", "node_id": -1, "host": "", "port": -1}
+            if endpoint is not None:
+                return {"error_code": 0, "error_message": ok_message, "node_id": master, "host": endpoint[0],
+                        "port": endpoint[1]}
         return {"error_code": 0, "error_message": ok_message, "node_id": broker.node_id,
                 "host": broker.advertised_host, "port": broker.advertised_port}
     else:

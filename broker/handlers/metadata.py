@@ -1,4 +1,6 @@
-"""Metadata and DescribeCluster: one broker that leads every partition.
+"""Metadata and DescribeCluster: one broker that leads every partition, or, in a broker group
+(broker/cluster.py), the group's master leading them, its nodes as replicas, its sync-state
+set as the ISR.
 
 Unknown topics are auto-created when `auto.create.topics.enable` and the
 request allow it; like Kafka 3.9, the creating request still answers
@@ -59,10 +61,24 @@ async def handle_metadata(broker: Broker, request: Request):
     if 8 <= version <= 10 and body.include_cluster_authorized_operations and broker.authorizer is not None:
         cluster_ops = (broker.authorized_operations(Res.CLUSTER, CLUSTER_NAME)
                        if broker.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME) else set())
-    broker_entry = cls.MetadataResponseBroker(node_id=broker.node_id, host=broker.advertised_host,
-                                              port=broker.advertised_port, rack=None)
-    return cls[version](throttle_time_ms=0, brokers=[broker_entry], cluster_id=broker.cluster_id,
-                        controller_id=broker.node_id, topics=topics, authorized_operations=cluster_ops)
+    brokers = [cls.MetadataResponseBroker(node_id=node, host=host, port=port, rack=None)
+               for node, host, port in _brokers(broker)]
+    return cls[version](throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
+                        controller_id=_controller(broker), topics=topics, authorized_operations=cluster_ops)
+
+
+def _brokers(broker: Broker) -> list[tuple[int, str, int]]:
+    """The live nodes: this one as the connection's listener advertises it, the others as they
+    registered in ZooKeeper (broker/zk.py)."""
+    me = (broker.node_id, broker.advertised_host, broker.advertised_port)
+    if broker.cluster is None:
+        return [me]
+    return [me if node == broker.node_id else (node, host, port) for node, host, port in broker.cluster.live_brokers()]
+
+
+def _controller(broker: Broker) -> int:
+    """Admin requests go to the controller: the group's master (-1 while it has none)."""
+    return broker.node_id if broker.cluster is None else broker.cluster.master
 
 
 def _operations(broker: Broker, name: str, asked: bool):
@@ -70,11 +86,20 @@ def _operations(broker: Broker, name: str, asked: bool):
 
 
 def _topic(cls, broker: Broker, meta: TopicMeta, operations=NO_AUTHORIZED_OPERATIONS):
-    node = broker.node_id
-    partitions = [cls.MetadataResponseTopic.MetadataResponsePartition(
-        error_code=0, partition_index=i, leader_id=node, leader_epoch=broker.store.leader_epoch(meta.name, i),
-        replica_nodes=[node], isr_nodes=[node],
-        offline_replicas=[]) for i in range(meta.partitions)]
+    cluster = broker.cluster
+    Partition = cls.MetadataResponseTopic.MetadataResponsePartition
+    if cluster is None:
+        node = broker.node_id
+        partitions = [Partition(error_code=0, partition_index=i, leader_id=node,
+                                leader_epoch=broker.store.leader_epoch(meta.name, i), replica_nodes=[node],
+                                isr_nodes=[node], offline_replicas=[]) for i in range(meta.partitions)]
+    else:  # every partition of the group: leader = its master, replicas = its nodes, ISR = its sync-state set
+        leader, replicas, isr = cluster.master, cluster.members, cluster.sync_state_set
+        offline = [n for n in replicas if n not in cluster.live]
+        error = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+        partitions = [Partition(error_code=error, partition_index=i, leader_id=leader, leader_epoch=cluster.epoch,
+                                replica_nodes=replicas, isr_nodes=isr, offline_replicas=offline)
+                      for i in range(meta.partitions)]
     return cls.MetadataResponseTopic(error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=False,
                                      partitions=partitions, authorized_operations=operations)
 
@@ -85,8 +110,8 @@ async def handle_describe_cluster(broker: Broker, request: Request):
     operations = NO_AUTHORIZED_OPERATIONS
     if body.include_cluster_authorized_operations and broker.authorizer is not None:
         operations = broker.authorized_operations(Res.CLUSTER, CLUSTER_NAME)
-    node = cls.DescribeClusterBroker(broker_id=broker.node_id, host=broker.advertised_host,
-                                     port=broker.advertised_port, rack=None)
+    nodes = [cls.DescribeClusterBroker(broker_id=node, host=host, port=port, rack=None)
+             for node, host, port in _brokers(broker)]
     return cls[request.header.api_version](
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1, cluster_id=broker.cluster_id,
-        controller_id=broker.node_id, brokers=[node], authorized_operations=operations)
+        controller_id=_controller(broker), brokers=nodes, authorized_operations=operations)

@@ -58,9 +58,13 @@ async def handle_produce(broker: Broker, request: Request):
         return None if body.acks == 0 else _response(version, results)
     if broker.authorizer is not None:  # Write on each topic, checked before anything else (KafkaApis)
         refused = {topic for topic, _ in wanted if not broker.allowed(Op.WRITE, Res.TOPIC, topic)}
+    cluster = broker.cluster
     if body.acks not in (0, 1, -1):
         results = {key: _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED if key[0] in refused
                                else ErrorCode.INVALID_REQUIRED_ACKS) for key in wanted}
+    elif cluster is not None and not cluster.leading:  # the client's metadata is stale: it asks again
+        results = {key: _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED if key[0] in refused
+                               else ErrorCode.NOT_LEADER_OR_FOLLOWER) for key in wanted}
     else:
         # Check every partition's batch first, then append all that passed with one store
         # call (one hold of the append lock, one fsync handle); a request holds at most one
@@ -70,6 +74,9 @@ async def handle_produce(broker: Broker, request: Request):
         for key, records in wanted.items():
             if refused and key[0] in refused:
                 results[key] = _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                continue
+            if cluster is not None and body.acks == -1 and cluster.in_sync() < _min_insync(broker, key[0]):
+                results[key] = _error(ErrorCode.NOT_ENOUGH_REPLICAS)
                 continue
             if version < MAGIC_2_PRODUCE_VERSION:  # converting old message sets is per-record work: off the loop
                 checked = await trio.to_thread.run_sync(_check_one, broker, key[0], key[1], records, version)
@@ -86,15 +93,27 @@ async def handle_produce(broker: Broker, request: Request):
                 results[(a.topic, a.partition)] = _appended(broker, a, result)
                 if result.__class__ is AppendResult:
                     handle = result.flush
-                    if handle is not None:
+                    if handle is not None or cluster is not None:
                         durable.append((a.topic, a.partition, a.log_start))
+                    end_position = result.end_position
             if handle is not None:
                 handles.append(handle)
+            if cluster is not None and durable:
+                cluster.appended()
     if body.acks == 0:
         return None
+    if cluster is not None and body.acks == -1 and durable:  # acks=all: the sync-state set must hold them
+        return DurableResponse(version, results, durable, handles, broker.metrics,
+                               replication=(cluster, end_position, cluster.leading_epoch, body.timeout_ms / 1000,
+                                            [_min_insync(broker, topic) for topic, _, _ in durable]))
     if handles:
         return DurableResponse(version, results, durable, handles, broker.metrics)
     return _response(version, results)
+
+
+def _min_insync(broker: Broker, topic: str) -> int:
+    meta = broker.topic(topic)
+    return 1 if meta is None else int(broker.topic_config(meta, "min.insync.replicas"))
 
 
 @dataclass(slots=True)
@@ -110,6 +129,9 @@ class DurableResponse:
     durable: list[tuple[str, int, int]]  # (topic, partition, log start) of the appends waited for
     handles: list
     metrics: BrokerMetrics | None
+    # acks=all in a broker group: (cluster, commitlog end of the appends, the epoch they were
+    # appended in, timeout in seconds, min.insync.replicas of each durable entry)
+    replication: tuple | None = None
     body: Any = None
 
     async def wait(self) -> None:
@@ -122,6 +144,13 @@ class DurableResponse:
             for topic, partition, log_start in self.durable:
                 self.results[(topic, partition)] = _error(ErrorCode.KAFKA_STORAGE_ERROR, log_start,
                                                           f"fsync failed, log directory offline: {failed}")
+        elif self.replication is not None:
+            cluster, position, epoch, timeout_s, min_insync = self.replication
+            error = await cluster.await_replicated(position, epoch, timeout_s)
+            for (topic, partition, log_start), needed in zip(self.durable, min_insync):
+                code = error or (ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND if cluster.in_sync() < needed else 0)
+                if code and self.results[(topic, partition)][0] == ErrorCode.NONE:
+                    self.results[(topic, partition)] = _error(code, log_start)
         self.body = _response(self.version, self.results)
 
 

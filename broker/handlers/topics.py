@@ -82,7 +82,7 @@ async def handle_create_topics(broker: Broker, request: Request):
         results.append(cls.CreatableTopicResult(
             name=t.name, topic_id=topic_id, error_code=error, error_message=message,
             topic_config_error_code=config_error, num_partitions=partitions if ok else -1,
-            replication_factor=1 if ok else -1, configs=configs))
+            replication_factor=group_size(broker) if ok else -1, configs=configs))
     # Kafka answers a duplicated name once.
     seen, unique = set(), []
     for r in results:
@@ -90,6 +90,11 @@ async def handle_create_topics(broker: Broker, request: Request):
             seen.add(r.name)
             unique.append(r)
     return cls[version](throttle_time_ms=0, topics=unique)
+
+
+def group_size(broker: Broker) -> int:
+    """Every partition's replicas: the nodes of the broker group (1 on a single broker)."""
+    return 1 if broker.cluster is None else max(len(broker.cluster.members), 1)
 
 
 def _validate_create(broker: Broker, t, duplicate: bool) -> tuple[ErrorCode, str | None, int]:
@@ -109,7 +114,17 @@ def _validate_create(broker: Broker, t, duplicate: bool) -> tuple[ErrorCode, str
     if rf == 0 or rf < -1:
         return (ErrorCode.INVALID_REPLICATION_FACTOR,
                 "Replication factor must be larger than 0, or -1 to use the default value.", -1)
-    if rf > 1:
+    size = group_size(broker)
+    if rf > size and size > 1:
+        return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                (f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
+                f"cannot be reached because only {size} broker(s) are registered."), -1)
+    if rf not in (-1, size) and size > 1:  # a group replicates its whole commitlog on every node (docs/replication.md)
+        return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                (f"Replication factor {rf} does not match broker group {broker.config['broker.group']}: its "
+                 f"{size} nodes each hold every partition of the group, so a topic's replication factor is {size} "
+                 "(or -1)"), -1)
+    if rf > 1 and size == 1:
         return (ErrorCode.INVALID_REPLICATION_FACTOR,
                 (f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
                 "cannot be reached because only 1 broker(s) are registered."), -1)

@@ -1,0 +1,324 @@
+"""A node of a broker group: its role (master, follower, or waiting), coordinated through
+ZooKeeper, and what the role means for the rest of the broker.
+
+One task reads ZooKeeper whenever a watch fires (or every `STEP_S`), asks cluster_state.decide
+what to do and does it: claim the master's place by compare-and-set, follow a master
+(replication.follow), or keep leading and keep the sync-state set true. The master serves its
+followers' streams (replication.serve_follower), tracks their progress in a SyncState, moves the
+high watermark to what every member of the set holds (Store.replicated_to), and answers acks=all
+produce requests once their bytes are there. Only the master writes: the group and transaction
+coordinators and the producer-state snapshots run while it leads (Broker.run_master_services),
+and a follower's store writes nothing of its own. Blocking ZooKeeper calls run in worker threads.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import math
+from typing import TYPE_CHECKING
+
+import trio
+
+from broker import replication
+from broker.cluster_state import Claim, Follow, GroupRecord, Lead, SyncState, Wait, decide, truncation_point
+from broker.zk import ZooKeeper
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = logging.getLogger("gregor.cluster")
+STEP_S = 0.25  # ZooKeeper is read again at least this often (watches wake it sooner)
+
+
+def now_ms() -> int:
+    return math.ceil(trio.current_time() * 1000)
+
+
+class Cluster:
+    def __init__(self, broker: Broker) -> None:
+        config = broker.config
+        self.broker = broker
+        self.store = broker.store
+        self.node_id: int = config["node.id"]
+        self.group: str = config["broker.group"]
+        self.lag_ms: int = config["replica.lag.time.max.ms"]
+        self.zk = ZooKeeper(config["zookeeper.connect"], self.group, config["zookeeper.session.timeout.ms"],
+                            self._poke_from_thread)
+        self.record: GroupRecord | None = None
+        self.record_version = -1
+        self.live: dict[int, dict] = {}  # live nodes' registrations (every group's)
+        self.members: list[int] = []  # the group's nodes
+        self.leading_epoch: int | None = None
+        self.sync: SyncState | None = None
+        self.hw_position = 0  # what every member of the sync-state set holds (master)
+        self.following_position = 0  # where this follower's log ends
+        self._following: tuple[int, int] | None = None  # (master, epoch) followed
+        self._follow_scope: trio.CancelScope | None = None
+        self._follow_done: trio.Event | None = None
+        self._master_scope: trio.CancelScope | None = None
+        self._master_done: trio.Event | None = None
+        self._waiters: list[tuple[int, int, trio.Event]] = []  # acks=all answers by position
+        self._ticket = itertools.count()
+        self._changed = trio.Event()
+        self._grew = trio.Event()
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._session: int | None = None  # the ZooKeeper session this node's live znode belongs to
+
+    # ---- what handlers ask ----------------------------------------------------------------
+    @property
+    def leading(self) -> bool:
+        return self.leading_epoch is not None
+
+    @property
+    def master(self) -> int:
+        """The group's master if it is live, else -1 (Kafka's "no leader")."""
+        rec = self.record
+        return rec.master if rec is not None and rec.master in self.live else -1
+
+    @property
+    def epoch(self) -> int:
+        return self.record.epoch if self.record is not None else 0
+
+    @property
+    def sync_state_set(self) -> list[int]:
+        if self.sync is not None:
+            return sorted(self.sync.sync_state_set)
+        return list(self.record.sync_state_set) if self.record is not None else []
+
+    def endpoint(self, node: int) -> tuple[str, int] | None:
+        info = self.live.get(node)
+        return None if info is None else (info["host"], info["port"])
+
+    def live_brokers(self) -> list[tuple[int, str, int]]:
+        return sorted((node, info["host"], info["port"]) for node, info in self.live.items())
+
+    def appended(self) -> None:
+        """The master appended: wake followers waiting for bytes; alone in the set, the high
+        watermark moves at once."""
+        self._grew.set()
+        self._grew = trio.Event()
+        self._advance()
+
+    async def await_replicated(self, position: int, epoch: int, timeout_s: float) -> int:
+        """acks=all: NONE once every member of the sync-state set holds the commitlog below
+        `position`; NOT_LEADER_OR_FOLLOWER if this node stopped leading meanwhile;
+        REQUEST_TIMED_OUT after `timeout_s`."""
+        if self.hw_position < position:
+            event = trio.Event()
+            heapq.heappush(self._waiters, (position, next(self._ticket), event))
+            with trio.move_on_after(timeout_s):
+                await event.wait()
+        if self.leading_epoch != epoch:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.hw_position < position:
+            return ErrorCode.REQUEST_TIMED_OUT
+        return ErrorCode.NONE
+
+    def in_sync(self) -> int:
+        return len(self.sync.sync_state_set) if self.sync is not None else 0
+
+    # ---- what the replication streams report ----------------------------------------------
+    def truncation_point(self, follower_epoch: int, follower_end: int) -> int:
+        return truncation_point(self.store.master_epochs(), self.store.log_end_position, follower_epoch,
+                                follower_end)
+
+    def fetched(self, node: int, position: int) -> None:
+        if self.sync is None:
+            return
+        self.sync.fetched(node, position, self.store.log_end_position, now_ms())
+        self._advance()
+        if node not in self.sync.sync_state_set and position >= self.hw_position:
+            self._changed.set()  # it may join the set
+
+    def disconnected(self, node: int) -> None:
+        if self.sync is not None:
+            self.sync.disconnected(node)
+
+    async def wait_for_appends(self, position: int, timeout_s: float) -> None:
+        if self.store.log_end_position > position:
+            return
+        with trio.move_on_after(timeout_s):
+            await self._grew.wait()
+
+    def _advance(self) -> None:
+        """Move the high watermark to what the sync-state set holds, and answer acks=all
+        produce requests it covers. Not while ZooKeeper is unreachable: a master cut off from
+        it may have been replaced, and acknowledges nothing until it knows."""
+        if self.sync is None or not self.zk.connected:
+            return
+        hw = self.sync.hw_position(self.store.log_end_position)
+        if hw <= self.hw_position:
+            return
+        self.hw_position = hw
+        self.store.replicated_to(hw)
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= hw:
+            heapq.heappop(waiters)[2].set()
+
+    def _release_waiters(self) -> None:
+        for _, _, event in self._waiters:
+            event.set()
+        self._waiters.clear()
+
+    # ---- the role task ---------------------------------------------------------------------
+    def _poke_from_thread(self) -> None:
+        token = self._token
+        if token is not None:
+            try:
+                token.run_sync_soon(self._changed.set)
+            except trio.RunFinishedError:
+                pass
+
+    async def run(self, replication_listeners: list[trio.SocketListener], info: dict,
+                  task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Join the group and play this node's part until cancelled."""
+        self._token = trio.lowlevel.current_trio_token()
+        timeout_s = self.broker.config["zookeeper.connection.timeout.ms"] / 1000
+        try:
+            await trio.to_thread.run_sync(self.zk.start, timeout_s)
+        except Exception as exc:  # noqa: BLE001 - kazoo's timeout and connection errors: one line and stop
+            raise SystemExit(f"gregor: cannot reach ZooKeeper at {self.broker.config['zookeeper.connect']}: "
+                             f"{exc or type(exc).__name__}") from None
+        self.broker.cluster_id = await trio.to_thread.run_sync(self.zk.cluster_id)
+        self.store.replicate(following=True)  # nothing of its own until it knows its role
+        self._info = info
+        await self._register()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                handler = lambda stream: replication.serve_follower(self, stream)
+                nursery.start_soon(trio.serve_listeners, handler, replication_listeners)
+                await self._step()
+                task_status.started()
+                while True:
+                    with trio.move_on_after(STEP_S):
+                        await self._changed.wait()
+                    self._changed = trio.Event()
+                    await self._step()
+        finally:
+            self._release_waiters()
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self.zk.stop)
+
+    async def _register(self) -> None:
+        await trio.to_thread.run_sync(self.zk.register, self.node_id, self._info)
+        self._session = self.zk.client.client_id[0] if self.zk.client.client_id else None
+
+    async def _step(self) -> None:
+        if not self.zk.connected:
+            if self.leading and self.zk.state == "LOST":
+                log.warning("ZooKeeper session lost: node %d stops leading epoch %d", self.node_id, self.leading_epoch)
+                await self._stop_leading()
+            return
+        client_id = self.zk.client.client_id
+        if client_id is None or client_id[0] != self._session:  # a new session: the live znode is gone
+            await self._register()
+        live = await trio.to_thread.run_sync(self.zk.nodes)
+        snap = await trio.to_thread.run_sync(self.zk.snapshot, live)
+        self.members = await trio.to_thread.run_sync(self.zk.members)
+        self.live = live
+        self.record, self.record_version = snap.record, snap.version
+        action = decide(self.node_id, snap, self.leading_epoch)
+        if isinstance(action, Claim):
+            if self.leading:  # a newer epoch of its own (it lost its session meanwhile): start over
+                await self._stop_leading()
+            if await trio.to_thread.run_sync(self.zk.write, action.record, action.version):
+                self.record, self.record_version = action.record, action.version + 1
+                await self._lead(action.record)
+            self._changed.set()  # read ZooKeeper again at once
+        elif isinstance(action, Lead):
+            await self._keep_sync_state_set(snap.record, snap.version)
+        elif isinstance(action, Follow):
+            if self.leading:
+                await self._stop_leading()
+            await self._follow(action.master, action.epoch)
+        elif isinstance(action, Wait):
+            if self.leading:
+                await self._stop_leading()
+            await self._stop_following()
+            log.debug("%s", action.reason)
+
+    async def _keep_sync_state_set(self, record: GroupRecord, version: int) -> None:
+        """Write the sync-state set the followers' progress calls for; a smaller set is in force
+        only once ZooKeeper has it, so no node that might be elected misses an acknowledged byte."""
+        assert self.sync is not None
+        wanted = self.sync.wanted_set(self.store.log_end_position, now_ms())
+        if wanted == frozenset(record.sync_state_set):
+            self.sync.sync_state_set = wanted
+            return
+        if await trio.to_thread.run_sync(self.zk.write, record.with_set(wanted), version):
+            log.info("sync-state set of group %s: %s -> %s", self.group, sorted(record.sync_state_set), sorted(wanted))
+            self.sync.sync_state_set = wanted
+            self.record = record.with_set(wanted)
+            self._advance()
+        self._changed.set()
+
+    async def _lead(self, record: GroupRecord) -> None:
+        await self._stop_following()
+        self.store.replicate(following=False)
+        start = await trio.to_thread.run_sync(self.store.begin_master_epoch, record.epoch)
+        self.hw_position = 0
+        self.sync = SyncState(self.node_id, frozenset(record.sync_state_set), self.lag_ms, now_ms())
+        self._master_done = trio.Event()
+        self._master_scope = await self._nursery.start(self._run_master, self._master_done)
+        self.leading_epoch = record.epoch
+        self._advance()
+        log.info("node %d is master of group %s in epoch %d (commitlog from %d; sync-state set %s)",
+                 self.node_id, self.group, record.epoch, start, sorted(record.sync_state_set))
+        self._grew.set()
+
+    async def _run_master(self, done: trio.Event, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            with trio.CancelScope() as scope:
+                await self.broker.become_master()
+                task_status.started(scope)
+                await self.broker.run_master_services()
+        finally:
+            done.set()
+
+    async def _stop_leading(self) -> None:
+        log.info("node %d stops leading group %s (epoch %s)", self.node_id, self.group, self.leading_epoch)
+        self.leading_epoch = None
+        self.sync = None
+        if self._master_scope is not None:
+            self._master_scope.cancel()
+            await self._master_done.wait()
+            self._master_scope = None
+        self.store.replicate(following=True)
+        self._release_waiters()
+        self._grew.set()
+
+    async def _follow(self, master: int, epoch: int) -> None:
+        if self._following == (master, epoch):
+            return
+        endpoint = self.live.get(master)
+        if endpoint is None:
+            return
+        await self._stop_following()
+        self.store.replicate(following=True)
+        self._following = (master, epoch)
+        self._follow_done = trio.Event()
+        log.info("node %d follows master %d of group %s in epoch %d", self.node_id, master, self.group, epoch)
+        self._follow_scope = await self._nursery.start(
+            self._run_follower, master, endpoint["replication_host"], endpoint["replication_port"], epoch,
+            self._follow_done)
+
+    async def _run_follower(self, master: int, host: str, port: int, epoch: int, done: trio.Event,
+                            task_status=trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            with trio.CancelScope() as scope:
+                task_status.started(scope)
+                await replication.follow(self, master, host, port, epoch)
+        finally:
+            done.set()
+
+    async def _stop_following(self) -> None:
+        """Stop following and wait until the stream's last apply is done (it runs in a thread)."""
+        if self._follow_scope is not None:
+            self._follow_scope.cancel()
+            await self._follow_done.wait()
+            self._follow_scope = None
+        self._following = None
