@@ -23,6 +23,7 @@ from broker.listeners import Listener
 from broker.metrics import BrokerMetrics
 from broker.producer_state import ProducerStateTable, restore, snapshot_payload, write_snapshot
 from broker.txn_coordinator import TxnCoordinator
+from protocol.errors import ErrorCode
 from store import AdminBusy, Store, StoreError, TopicExists, TopicMeta
 from store.topics import RESERVED_PREFIX
 
@@ -163,6 +164,20 @@ class Broker:
         while True:
             await trio.sleep(self.config["producer.state.snapshot.interval.ms"] / 1000)
             await self.snapshot_producers()
+
+    async def replicated(self) -> int:
+        """In a broker group, wait until the sync-state set holds everything this master has
+        written so far (a state change it is about to acknowledge: committed offsets, a
+        transaction's end). NONE at once on a single node; else what acks=all would answer."""
+        cluster = self.cluster
+        if cluster is None:
+            return ErrorCode.NONE
+        epoch = cluster.leading_epoch
+        if epoch is None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        cluster.appended()
+        return await cluster.await_replicated(self.store.log_end_position, epoch,
+                                              self.config["request.timeout.ms"] / 1000)
 
     def reload_acls(self) -> None:
         """Put the ACLs of the state topic in force (at start and after CreateAcls/DeleteAcls)."""

@@ -137,7 +137,7 @@ class SyncState:
         """Follower `node` asks for the log from `position` (so holds all below it)."""
         p = self.followers.setdefault(node, Progress(caught_up_ms=now_ms))
         p.connected = True
-        p.position = max(p.position, position)
+        p.position = position  # as Kafka: a follower that lost a tail counts with what it holds now
         if position >= p.previous_log_end:
             p.caught_up_ms = now_ms
         p.previous_log_end = log_end

@@ -162,8 +162,10 @@ async def handle_offset_commit(broker: Broker, request: Request):
         results = await broker.coordinator.commit(
             body.group_id, body.member_id, body.group_instance_id if version >= 7 else None,
             body.generation_id_or_member_epoch, entries)
+        replicated = await broker.replicated() if any(e == ErrorCode.NONE for e in results) else ErrorCode.NONE
         for (topic, partition, *_), error in zip(entries, results):
-            errors[(topic, partition)] = error
+            # as Kafka answers a commit its offsets topic could not replicate: find the coordinator again
+            errors[(topic, partition)] = error or (replicated and ErrorCode.COORDINATOR_NOT_AVAILABLE)
     topics = [Topic(name=t.name, partitions=[Partition(partition_index=p.partition_index,
                                                        error_code=errors[(t.name, p.partition_index)])
                                              for p in t.partitions])

@@ -83,6 +83,8 @@ async def handle_create_topics(broker: Broker, request: Request):
             name=t.name, topic_id=topic_id, error_code=error, error_message=message,
             topic_config_error_code=config_error, num_partitions=partitions if ok else -1,
             replication_factor=group_size(broker) if ok else -1, configs=configs))
+    if not body.validate_only and any(r.error_code == ErrorCode.NONE for r in results):
+        await broker.replicated()  # in a broker group: the topics exist on the sync-state set when answered
     # Kafka answers a duplicated name once.
     seen, unique = set(), []
     for r in results:
@@ -115,7 +117,7 @@ def _validate_create(broker: Broker, t, duplicate: bool) -> tuple[ErrorCode, str
         return (ErrorCode.INVALID_REPLICATION_FACTOR,
                 "Replication factor must be larger than 0, or -1 to use the default value.", -1)
     size = group_size(broker)
-    if rf > size and size > 1:
+    if rf > size > 1:
         return (ErrorCode.INVALID_REPLICATION_FACTOR,
                 (f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
                 f"cannot be reached because only {size} broker(s) are registered."), -1)

@@ -61,6 +61,8 @@ async def handle_add_offsets_to_txn(broker: Broker, request: Request):
         answer = await broker.txn.change(lambda now: broker.txn.state.add_offsets(
             body.transactional_id, body.producer_id, body.producer_epoch, body.group_id, now))
         error = fenced(answer.error, version)
+        if error == ErrorCode.NONE and await broker.replicated():  # the markers, replicated before the answer
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     return request.spec.response[version](throttle_time_ms=0, error_code=error)
 
 

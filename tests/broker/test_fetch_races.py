@@ -29,7 +29,7 @@ def test_a_topic_deleted_between_the_check_and_the_read_is_unknown(tmp_path):
         store.delete_topic("gone")  # gone before the read looks it up
         store.delete_topic("cleared")
         store._parts["cleared"] = stale  # the read had looked it up; its files went meanwhile
-        broker = SimpleNamespace(store=store, topic=metas.get)
+        broker = SimpleNamespace(store=store, topic=metas.get, cluster=None)
         for name in ("gone", "cleared"):
             topics, size, has_error = _read_all(broker, _fetch(name), 11)
             assert has_error and size == 0
