@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from broker.cluster_state import (
     Claim,
     Follow,
