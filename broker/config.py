@@ -79,6 +79,8 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
                                       "replicate one commitlog")),
     "replication.port": (int, 0, ("port followers pull the commitlog from (RocketMQ's haListenPort; 0: any free "
                                   "port, published in ZooKeeper)")),
+    "replication.advertised.listener": (str, "", ("HOST:PORT followers are told to pull from, when they must reach "
+                                                 "this node another way than the bound replication port")),
     "replica.lag.time.max.ms": (int, 30000, "a follower not caught up within this leaves the sync-state set (ISR)"),
     "min.insync.replicas": (int, 1, "acks=all produce needs this many nodes in the sync-state set"),
     "num.partitions": (int, 1, "partitions of an auto-created topic"),
@@ -210,6 +212,11 @@ class BrokerConfig:
                 raise ConfigError("broker.group must be a non-empty name without '/'")
             if self.values["node.id"] < 0:
                 raise ConfigError("node.id must be 0 or more")
+        advertised = self.values["replication.advertised.listener"].strip()
+        if advertised:
+            host, _, port = advertised.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) <= 65535:
+                raise ConfigError(f"replication.advertised.listener must be HOST:PORT, got {advertised!r}")
         if not 0 <= self.values["replication.port"] <= 65535:
             raise ConfigError(f"replication.port must be 0-65535, got {self.values['replication.port']}")
         if self.values["connections.max.reauth.ms"] < 0:

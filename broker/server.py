@@ -86,8 +86,11 @@ async def _join_group(nursery: trio.Nursery, broker: Broker) -> None:
     the role is known (master, follower, or waiting for a master)."""
     config = broker.config
     sockets = await trio.open_tcp_listeners(config["replication.port"], host=config.host or None)
+    host, port = config.host or "127.0.0.1", sockets[0].socket.getsockname()[1]
+    if config["replication.advertised.listener"].strip():
+        host, _, advertised_port = config["replication.advertised.listener"].strip().rpartition(":")
+        port = int(advertised_port)
     info = {"version": 1, "host": broker.advertised_host, "port": broker.advertised_port,
-            "group": config["broker.group"], "replication_host": config.host or "127.0.0.1",
-            "replication_port": sockets[0].socket.getsockname()[1]}
+            "group": config["broker.group"], "replication_host": host, "replication_port": port}
     broker.cluster = Cluster(broker)
     await nursery.start(broker.cluster.run, sockets, info)

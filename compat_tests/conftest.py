@@ -3,8 +3,11 @@
 The broker is `--bootstrap HOST:PORT` (or $GREGOR_BOOTSTRAP); without one, every scenario runs
 twice, against a fresh Gregor and against a real Apache Kafka 3.9 (tests/oracle), both started
 here for the session with the same settings (auto-create off, no initial rebalance delay).
-Scenarios may assume nothing else about a broker: what they need (topics, configs) they create
-through Kafka APIs. Where the two brokers knowingly differ, KNOWN_DIFFERENCES marks the cell a
+With `--cluster` (or GREGOR_COMPAT_CLUSTER=1) the two are clusters of three nodes instead: a
+Gregor broker group coordinated by its own ZooKeeper (tests/cluster/conftest.py) and a 3-voter
+KRaft Kafka (tests/oracle/kafka_cluster.py). Scenarios may assume nothing else about a broker:
+what they need (topics, configs) they create through Kafka APIs, at the broker's default
+replication factor (-1), which is every node of a Gregor group and 3 on the Kafka cluster. Where the two brokers knowingly differ, KNOWN_DIFFERENCES marks the cell a
 strict xfail with its reason, so a difference that goes away fails the suite too.
 
 Whether the broker is Gregor is detected, not configured: DescribeConfigs on the broker
@@ -36,8 +39,10 @@ from compat_tests.clients import (
     kafka_python,
     make_client,
 )
+from tests.cluster.conftest import ZOOKEEPER_JAR, BrokerGroup, ZooKeeperProcess
 from tests.conftest import BrokerProcess, start_broker
 from tests.oracle.kafka_broker import KafkaBroker, KafkaUnavailable
+from tests.oracle.kafka_cluster import KafkaCluster
 
 SHARED_SETTINGS = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0",
                    # test_compaction.py: the cleaner runs twice a second
@@ -46,6 +51,7 @@ SHARED_SETTINGS = {"auto.create.topics.enable": "false", "group.initial.rebalanc
                    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
 GREGOR = "gregor"
 KAFKA = "apache-kafka"
+CLUSTER_SIZE = 3
 
 # (scenario function, broker) -> why that broker's answer differs from the other's.
 KNOWN_DIFFERENCES: dict[tuple[str, str], str] = {}
@@ -54,6 +60,13 @@ KNOWN_DIFFERENCES: dict[tuple[str, str], str] = {}
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--bootstrap", default=None, metavar="HOST:PORT",
                      help="broker for compat_tests (default: $GREGOR_BOOTSTRAP, else a fresh Gregor)")
+    parser.addoption("--cluster", action="store_true", default=False,
+                     help="compat_tests against a 3-node Gregor broker group and a 3-node Kafka "
+                          "(also GREGOR_COMPAT_CLUSTER=1) instead of single brokers")
+
+
+def _clusters(config: pytest.Config) -> bool:
+    return config.getoption("--cluster") or os.environ.get("GREGOR_COMPAT_CLUSTER") == "1"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -93,10 +106,17 @@ class Target:
     is_gregor: bool
     auto_create: bool | None  # auto.create.topics.enable as the broker reports it
     broker_count: int
-    process: BrokerProcess | KafkaBroker | None = None
+    process: BrokerProcess | KafkaBroker | BrokerGroup | KafkaCluster | None = None
+
+    def processes(self) -> list[BrokerProcess | KafkaBroker]:
+        """The broker processes started for the session: one, or each node of a cluster."""
+        if self.process is None:
+            return []
+        nodes = getattr(self.process, "nodes", None)
+        return list(nodes.values()) if nodes is not None else [self.process]
 
 
-def _describe_target(bootstrap: str, process: BrokerProcess | None) -> Target:
+def _describe_target(bootstrap: str, process) -> Target:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
     try:
         nodes = admin.describe_cluster()["brokers"]
@@ -116,6 +136,9 @@ def target(request, tmp_path_factory) -> Target:
         bootstrap = request.config.getoption("--bootstrap") or os.environ.get("GREGOR_BOOTSTRAP")
         yield _describe_target(bootstrap, None)
         return
+    if _clusters(request.config):
+        yield from _cluster_target(request.param, tmp_path_factory)
+        return
     if request.param == GREGOR:
         process = start_broker(tmp_path_factory.mktemp("compat"), "gregor", **SHARED_SETTINGS)
     else:
@@ -131,10 +154,44 @@ def target(request, tmp_path_factory) -> Target:
         shutil.rmtree(process.data_dir, ignore_errors=True)
 
 
+def _cluster_target(broker: str, tmp_path_factory):
+    """A 3-node Gregor group under a ZooKeeper of its own, or a 3-node Kafka; SHARED_SETTINGS on
+    every node. The nodes' data goes after the session, their logs stay in the tmp dir."""
+    tmp = tmp_path_factory.mktemp("compat-cluster")
+    if broker == GREGOR:
+        if not ZOOKEEPER_JAR.exists() or shutil.which("java") is None:
+            pytest.skip("NOT RUN against a Gregor group: ZooKeeper is not installed (bin/setup-zookeeper)")
+        zookeeper = ZooKeeperProcess(tmp / "zookeeper" / "data")
+        zookeeper.data_dir.parent.mkdir()
+        zookeeper.start()
+        group = BrokerGroup(tmp, zookeeper.connect + "/compat", CLUSTER_SIZE, "compat", dict(SHARED_SETTINGS))
+        try:
+            group.start()
+            yield _describe_target(group.bootstrap, group)
+        finally:
+            group.stop()
+            zookeeper.stop()
+            for node in group.nodes.values():
+                shutil.rmtree(node.data_dir, ignore_errors=True)
+        return
+    try:
+        cluster = KafkaCluster(tmp / "kafka", SHARED_SETTINGS, size=CLUSTER_SIZE)
+    except KafkaUnavailable as e:
+        pytest.skip(f"NOT RUN against Apache Kafka: {e}")
+    try:
+        cluster.start()
+        yield _describe_target(cluster.bootstrap, cluster)
+    finally:
+        cluster.stop()
+        for node in cluster.nodes.values():
+            shutil.rmtree(node.data_dir / "logs", ignore_errors=True)
+
+
 @pytest.fixture
 def bootstrap(target: Target) -> str:
-    if target.process is not None and target.process.proc.poll() is not None:
-        pytest.fail(f"the compat broker died:\n{target.process.log()[-4000:]}")
+    for process in target.processes():
+        if process.proc is not None and process.proc.poll() is not None:
+            pytest.fail(f"the compat broker {process.data_dir.name} died:\n{process.log()[-4000:]}")
     return target.bootstrap
 
 

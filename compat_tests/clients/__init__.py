@@ -24,6 +24,10 @@ _MODULES = {"kafka-python": "kafka_python", "confluent-kafka": "confluent", "jav
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 # isolation.level of consumers and ListOffsets.
 READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
+# The replication factor `create_topic` asks for: the broker's default (CreateTopics v4+), so that a
+# scenario's topic is replicated as the broker under test wants it, alone (1) or in a cluster (a
+# Gregor group's size, which it requires; a Kafka's default.replication.factor).
+DEFAULT_REPLICATION = -1
 
 
 class Unsupported(Exception):

@@ -13,6 +13,7 @@ import pytest
 from kafka import errors as kafka_errors
 
 from compat_tests.clients import (
+    DEFAULT_REPLICATION,
     READ_COMMITTED,
     READ_UNCOMMITTED,
     ClientError,
@@ -239,7 +240,8 @@ class Client:
 
     def create_topic(self, topic, partitions=1, configs=None):
         self._admin_result(self.admin.create_topics(
-            [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=dict(configs or {}))],
+            [NewTopic(topic, num_partitions=partitions, replication_factor=DEFAULT_REPLICATION,
+                      config=dict(configs or {}))],
             operation_timeout=15))
 
     def topic_configs(self, topic):

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from compat_tests.clients import (
+    DEFAULT_REPLICATION,
     READ_UNCOMMITTED,
     ClientError,
     Delivery,
@@ -274,7 +275,8 @@ class Client:
                                      "--prop", "heartbeat.interval.ms=500"]))
 
     def create_topic(self, topic, partitions=1, configs=None):
-        args = ["admin", "create-topic", "--topic", topic, "--partitions", str(partitions)]
+        args = ["admin", "create-topic", "--topic", topic, "--partitions", str(partitions),
+                "--replication-factor", str(DEFAULT_REPLICATION)]
         for k, v in (configs or {}).items():
             args += ["--config", f"{k}={v}"]
         self.run(*args)

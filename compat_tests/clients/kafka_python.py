@@ -10,6 +10,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTo
 from kafka.structs import OffsetAndMetadata
 
 from compat_tests.clients import (
+    DEFAULT_REPLICATION,
     READ_UNCOMMITTED,
     ClientError,
     Delivery,
@@ -186,7 +187,7 @@ class Client:
         return _Member(self._group_consumer(group, topic))
 
     def create_topic(self, topic, partitions=1, configs=None):
-        new = NewTopic(topic, partitions, 1, topic_configs=dict(configs or {}))
+        new = NewTopic(topic, partitions, DEFAULT_REPLICATION, topic_configs=dict(configs or {}))
         self._admin_call(lambda a: a.create_topics([new]))
 
     def topic_configs(self, topic):

@@ -74,9 +74,9 @@ class LoadLoop(threading.Thread):
             time.sleep(0.1)
 
 
-def read_all(group: BrokerGroup, topic: str) -> dict[int, list]:
+def read_all(group: BrokerGroup, topic: str, partitions: int = PARTITIONS) -> dict[int, list]:
     reader = make_client("kafka-python", group.bootstrap)
-    return {p: reader.consume(topic, [p], "earliest", timeout=60) for p in range(PARTITIONS)}
+    return {p: reader.consume(topic, [p], "earliest", timeout=60) for p in range(partitions)}
 
 
 def check_log(stored: dict[int, list], load: LoadLoop) -> None:

@@ -2,8 +2,9 @@
 
 Its jars come from Maven Central through tests/oracle/pom.xml, resolved by bin/setup-kafka into
 .cache/kafka/<version>/ (the directory holds `.resolved` once the copy is complete). Used by the
-pytest fixtures (compat_tests, conformance, security) and by bench/run.py. Only the process
-started here is ever signalled, by its PID: SIGTERM, then SIGKILL.
+pytest fixtures (compat_tests, conformance, security) and by bench/run.py; tests/oracle/kafka_cluster.py
+runs three of them as one KRaft quorum. Only the process started here is ever signalled, by its PID:
+SIGTERM, then SIGKILL.
 
 A `listeners` setting as Gregor takes it (`PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0`,
 also SSL and SASL_SSL; port 0 = any free port) gets Kafka's listener, advertised-listener and
@@ -25,6 +26,7 @@ import socket
 import subprocess
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from compat_tests.clients import stop_process
@@ -33,10 +35,16 @@ ROOT = Path(__file__).resolve().parents[2]
 KAFKA_VERSION = os.environ.get("GREGOR_KAFKA_VERSION", "3.9.0")
 ARTIFACT = "org.apache.kafka:kafka_2.13"
 
-# What Apache Kafka's own bin/kafka-run-class.sh and kafka-server-start.sh give the JVM.
-JVM_OPTS = ["-server", "-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+
+def jvm_options(heap: str = "1g") -> list[str]:
+    """What Apache Kafka's own bin/kafka-run-class.sh and kafka-server-start.sh give the JVM (their
+    heap is 1g; a node of a cluster on one test machine gets less)."""
+    return ["-server", f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
             "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
             "-Djava.awt.headless=true"]
+
+
+JVM_OPTS = jvm_options()
 
 # A single node cannot hold the internal topics at Kafka's default replication factor of 3.
 SINGLE_NODE = {
@@ -113,13 +121,32 @@ def _bind(listeners: str) -> dict[str, str]:
     return bound
 
 
+@dataclass(frozen=True)
+class Quorum:
+    """The KRaft quorum a node belongs to: the cluster id every node is formatted with, and each
+    voter's node id and controller port (static `controller.quorum.voters`)."""
+
+    cluster_id: str
+    voters: dict[int, int]  # node id -> controller port on 127.0.0.1
+
+    @property
+    def voters_setting(self) -> str:
+        return ",".join(f"{node}@127.0.0.1:{port}" for node, port in sorted(self.voters.items()))
+
+
 class KafkaBroker:
-    """One Kafka 3.9 process (broker and controller in one, as the reference recordings were made)."""
+    """One Kafka 3.9 process (broker and controller in one, as the reference recordings were made).
+    Alone (no `quorum`) it is its own single-voter quorum with a fresh cluster id and controller
+    port at each start; as a node of a KafkaCluster it takes node id, quorum and listeners given."""
 
     def __init__(self, data_dir: Path, settings: dict[str, str] | None = None,
                  version: str = KAFKA_VERSION, log_level: str = "WARN",
-                 users: list[tuple[str, str, str]] | None = None) -> None:
+                 users: list[tuple[str, str, str]] | None = None, *, node_id: int = 1,
+                 quorum: Quorum | None = None, heap: str = "1g") -> None:
         self.libs = kafka_libs(version)
+        self.node_id = node_id
+        self.quorum = quorum
+        self.heap = heap
         self.version = version
         self.data_dir = data_dir
         self.settings = dict(settings or {})
@@ -144,12 +171,16 @@ class KafkaBroker:
         if "PLAINTEXT" not in self.listeners:
             raise ValueError("the oracle broker needs a PLAINTEXT listener: readiness and admin use it")
         self.port = int(self.listeners["PLAINTEXT"].rsplit(":", 1)[1])
-        controller = free_port()
+        if self.quorum is None:
+            controller = free_port()
+            voters = Quorum("", {self.node_id: controller}).voters_setting
+        else:
+            controller, voters = self.quorum.voters[self.node_id], self.quorum.voters_setting
         advertised = ",".join(f"{name}://{address}" for name, address in self.listeners.items())
         config = {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{controller}",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": voters,
             "listeners": f"{advertised},CONTROLLER://127.0.0.1:{controller}",
             "advertised.listeners": advertised,
             # Listener names are their security protocols, as in the settings Gregor takes.
@@ -158,7 +189,7 @@ class KafkaBroker:
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(self.data_dir / "logs"),
-            **SINGLE_NODE,
+            **(SINGLE_NODE if self.quorum is None else {}),
             **self._sasl_config(settings),
             **settings,
         }
@@ -183,7 +214,7 @@ class KafkaBroker:
         return config
 
     def _format_args(self, config: Path) -> list[str]:
-        args = ["format", "-t", cluster_id(), "-c", str(config)]
+        args = ["format", "-t", self.quorum.cluster_id if self.quorum else cluster_id(), "-c", str(config)]
         for name, password, mechanism in self.users:
             if mechanism not in SCRAM_MECHANISMS:
                 raise ValueError(f"users are SCRAM credentials; {mechanism} is not a SCRAM mechanism")
@@ -193,20 +224,8 @@ class KafkaBroker:
     def start(self, timeout: float = 90.0) -> str:
         """Format a fresh KRaft storage dir (not on a restart), start the broker on new ports, return
         once it answers Metadata."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        (self.data_dir / "log4j.properties").write_text(LOG4J.format(level=self.log_level, path=self.log_path))
         for _ in range(3):  # a port handed out by the OS can be taken again before Kafka binds it
-            config = self._configure()
-            if not (self.data_dir / "logs" / "meta.properties").exists():  # a restart keeps its data
-                formatted = subprocess.run(self._java("kafka.tools.StorageTool", *self._format_args(config)),
-                                           check=False, capture_output=True, text=True, timeout=120)
-                if formatted.returncode != 0:
-                    raise RuntimeError(f"kafka-storage format failed:\n{formatted.stdout[-2000:]}"
-                                       f"{formatted.stderr[-3000:]}")
-            with open(self.data_dir / "stdout.log", "ab") as out:
-                self.proc = subprocess.Popen(self._java("kafka.Kafka", str(config), jvm=JVM_OPTS),
-                                             stdout=out, stderr=subprocess.STDOUT, cwd=self.data_dir)
-            _running.add(self)
+            self.launch()
             deadline = time.monotonic() + timeout
             if self._wait_ready(deadline) and self._warm_up(deadline):
                 return self.bootstrap
@@ -215,7 +234,25 @@ class KafkaBroker:
                 break
         raise RuntimeError(f"Kafka {self.version} did not start within {timeout}s:\n{self.log()[-3000:]}")
 
-    def _wait_ready(self, deadline: float) -> bool:
+    def launch(self) -> None:
+        """Write the config (ports bound now), format the storage dir unless it holds data already (a
+        restart keeps it), and start the JVM without waiting for it."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        (self.data_dir / "log4j.properties").write_text(LOG4J.format(level=self.log_level, path=self.log_path))
+        config = self._configure()
+        if not (self.data_dir / "logs" / "meta.properties").exists():
+            formatted = subprocess.run(self._java("kafka.tools.StorageTool", *self._format_args(config)),
+                                       check=False, capture_output=True, text=True, timeout=120)
+            if formatted.returncode != 0:
+                raise RuntimeError(f"kafka-storage format failed:\n{formatted.stdout[-2000:]}"
+                                   f"{formatted.stderr[-3000:]}")
+        with open(self.data_dir / "stdout.log", "ab") as out:
+            self.proc = subprocess.Popen(self._java("kafka.Kafka", str(config), jvm=jvm_options(self.heap)),
+                                         stdout=out, stderr=subprocess.STDOUT, cwd=self.data_dir)
+        _running.add(self)
+
+    def _wait_ready(self, deadline: float, brokers: int = 1) -> bool:
+        """Until this node answers Metadata naming at least `brokers` registered brokers."""
         from kafka import KafkaAdminClient
         from kafka.errors import RetriableError
 
@@ -229,8 +266,9 @@ class KafkaBroker:
                 time.sleep(0.25)
                 continue
             try:
-                if admin.describe_cluster()["brokers"]:
+                if len(admin.describe_cluster()["brokers"]) >= brokers:
                     return True
+                time.sleep(0.25)
             except not_yet:
                 time.sleep(0.25)
             finally:
