@@ -20,6 +20,7 @@ import math
 from typing import TYPE_CHECKING
 
 import trio
+from kazoo.exceptions import KazooException
 
 from broker import replication
 from broker.cluster_state import Claim, Follow, GroupRecord, Lead, SyncState, Wait, decide, truncation_point
@@ -197,7 +198,10 @@ class Cluster:
                     with trio.move_on_after(STEP_S):
                         await self._changed.wait()
                     self._changed = trio.Event()
-                    await self._step()
+                    try:
+                        await self._step()
+                    except KazooException as exc:  # ZooKeeper went away mid-step: the next step reads it again
+                        log.warning("reading ZooKeeper failed, trying again: %r", exc)
         finally:
             self._release_waiters()
             with trio.CancelScope(shield=True):

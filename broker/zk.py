@@ -87,7 +87,10 @@ class ZooKeeper:
                 self.client.create(path, json.dumps(info).encode(), ephemeral=True)
                 break
             except NodeExistsError:
-                _, stat = self.client.get(path)
+                try:
+                    _, stat = self.client.get(path)
+                except NoNodeError:  # its session ended just now: create it again
+                    continue
                 if stat.ephemeralOwner == self.client.client_id[0]:
                     break
                 if time.monotonic() > deadline:

@@ -1,0 +1,43 @@
+"""A crash loop over a 3-node broker group: random nodes SIGKILLed (and restarted) while an
+idempotent acks=all producer writes; at the end every acknowledged record is in the log, at its
+acknowledged offset, once, and every node is back in the sync-state set."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import pytest
+
+from compat_tests.clients import make_client
+from tests.cluster.test_failover import CHUNK, LoadLoop, check_log, create_topic, read_all
+
+pytestmark = [pytest.mark.crash, pytest.mark.clients]
+KILLS = int(os.environ.get("GREGOR_CLUSTER_KILLS", "50"))
+
+
+def test_sigkill_loop_over_the_group_loses_no_acknowledged_record(broker_group):
+    group = broker_group(3, **{"replica.lag.time.max.ms": "3000"})
+    create_topic(group, "crash-loop")
+    load = LoadLoop(make_client("confluent-kafka", group.bootstrap), "crash-loop")
+    load.start()
+    rng = random.Random(18)
+    masters_killed = 0
+    try:
+        load.wait_chunks(2, timeout=120)
+        for _ in range(KILLS):
+            victim = rng.choice(sorted(group.nodes))
+            masters_killed += victim == group.master(timeout=60)
+            group.kill(victim)
+            time.sleep(rng.uniform(0.0, 1.5))
+            group.restart(victim)  # waits out its old session, then rejoins as follower or master
+        group.wait_sync_state_set(3, timeout=120)
+        done = load.chunks_acked
+        load.wait_chunks(done + 2, timeout=120)
+    finally:
+        load.stop_event.set()
+        load.join(120)
+    check_log(read_all(group, "crash-loop"), load)
+    assert masters_killed >= KILLS // 5, f"only {masters_killed} of {KILLS} kills hit the master"
+    assert len(load.acked) >= 4 * CHUNK
