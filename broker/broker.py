@@ -136,11 +136,15 @@ class Broker:
         read again from the commitlog its master shipped (Kafka's coordinators load their
         partitions when they become leader)."""
         producers = ProducerStateTable(self.store)
+        if self.cluster is not None:
+            producers.reserve_block = self.cluster.zk.reserve_producer_ids
         await trio.to_thread.run_sync(restore, producers, self.store)
         self.producers = producers
         self.coordinator = GroupCoordinator.from_config(self.config, self.store.offsets)
         self.txn = TxnCoordinator(self.store, producers, self.config["transaction.max.timeout.ms"],
                                   self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
+        if self.cluster is not None:
+            self.txn.markers_elsewhere = self.cluster.write_markers_elsewhere
         self.reload_acls()
 
     async def run_master_services(self) -> None:
@@ -178,6 +182,28 @@ class Broker:
         cluster.appended()
         return await cluster.await_replicated(self.store.log_end_position, epoch,
                                               self.config["request.timeout.ms"] / 1000)
+
+    # ---- topic changes: the store on a single node; ZooKeeper and then the store in a cluster ----
+    async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
+        if self.cluster is not None:
+            return await self.cluster.create_topic(name, partitions, configs)
+        # a worker thread: making the partitions' queue files is disk work
+        return await trio.to_thread.run_sync(self.store.create_topic, name, partitions, configs)
+
+    async def delete_topic(self, name: str) -> None:
+        if self.cluster is not None:
+            return await self.cluster.delete_topic(name)
+        await trio.to_thread.run_sync(self.store.delete_topic, name)  # files: disk work
+
+    async def add_partitions(self, name: str, total: int) -> TopicMeta:
+        if self.cluster is not None:
+            return await self.cluster.change_topic(name, partitions=total)
+        return await trio.to_thread.run_sync(self.store.add_partitions, name, total)  # files: disk work
+
+    async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> TopicMeta:
+        if self.cluster is not None:
+            return await self.cluster.change_topic(name, configs=configs)
+        return await trio.to_thread.run_sync(self.store.alter_topic_configs, name, configs)
 
     def reload_acls(self) -> None:
         """Put the ACLs of the state topic in force (at start and after CreateAcls/DeleteAcls)."""
@@ -234,6 +260,9 @@ class Broker:
         None when another topic change holds the store (the client asks again) or it exists,
         and on a follower, which writes nothing of its own (the master creates topics)."""
         if self.store.following:
+            return None
+        if self.cluster is not None:  # through ZooKeeper, off the request: the client asks again
+            self.cluster.create_soon(name, self.config["num.partitions"])
             return None
         try:
             return self.store.create_topic(name, self.config["num.partitions"], {}, wait=False)

@@ -17,6 +17,7 @@ group) and the sync-state set (RocketMQ 5's SyncStateSet, Kafka's ISR). Safety r
 from __future__ import annotations
 
 import json
+import zlib
 from dataclasses import dataclass, field
 
 
@@ -162,3 +163,38 @@ class SyncState:
                 if n not in self.sync_state_set and p.connected and p.position >= hw
                 and now_ms - p.caught_up_ms <= self.lag_ms}
         return frozenset(keep | join)
+
+
+# ---- several broker groups: where partitions and coordinators live --------------------------
+@dataclass(frozen=True)
+class TopicRecord:
+    """A topic as ZooKeeper holds it (/topics/<name>): every group's master creates it in its own
+    commitlog with this id and these configs, and serves the partitions placed on its group."""
+
+    topic_id: str
+    placement: tuple[str, ...]  # partition -> broker group
+    configs: dict[str, str] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        return json.dumps({"version": 1, "topic_id": self.topic_id, "partitions": list(self.placement),
+                           "configs": self.configs}).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> TopicRecord:
+        obj = json.loads(data)
+        return cls(obj["topic_id"], tuple(obj["partitions"]), dict(obj.get("configs", {})))
+
+
+def place(topic: str, have: tuple[str, ...], total: int, groups: list[str]) -> tuple[str, ...]:
+    """Partitions `len(have)`..`total - 1` spread round-robin over the groups, from a group the
+    topic's name picks, so topics of few partitions do not all start on the same group."""
+    names = sorted(groups)
+    start = zlib.crc32(topic.encode()) % len(names)
+    return have + tuple(names[(start + i) % len(names)] for i in range(len(have), total))
+
+
+def coordinator_group(key: str, groups: list[str]) -> str:
+    """The broker group whose master coordinates a consumer group or transactional id (Kafka
+    hashes the key onto a partition of __consumer_offsets; here onto a group)."""
+    names = sorted(groups)
+    return names[zlib.crc32(key.encode()) % len(names)]

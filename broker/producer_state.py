@@ -62,12 +62,18 @@ class ProducerStateTable:
         self._block_end = 0
 
     # -- producer ids ------------------------------------------------------
+    # In a cluster (broker/zk.py): reserve_block(size, floor) takes the next block of producer ids
+    # no broker group has had, at or above floor, and returns its start. Blocking.
+    reserve_block = None
+
     def allocate_producer_id(self) -> int:
         """A never-used producer id. Reserves a block first: the block's end, as a state
         record, is durable in the commitlog before any id of it is handed out. Blocking."""
         if self._next_id >= self._block_end:
             stored = self._store.state_value(PRODUCER_IDS)
             start = max(0 if stored is None else decode_i64(stored), self._next_id)
+            if self.reserve_block is not None:  # a cluster: blocks disjoint across broker groups
+                start = self.reserve_block(ID_BLOCK, start)
             end = start + ID_BLOCK
             self._store.write_state([(PRODUCER_IDS, encode_i64(end))])
             self._next_id, self._block_end = start, end

@@ -43,6 +43,11 @@ def now_ms() -> int:
 
 
 class TxnCoordinator:
+    # In a cluster of several broker groups (broker/cluster.py): sends the markers of partitions
+    # other groups serve to their masters (raising a StoreError if one is not written, which
+    # leaves the transaction prepared, retried), and returns the partitions to mark here.
+    markers_elsewhere = None
+
     def __init__(self, store, producers, max_timeout_ms: int, check_interval_ms: int) -> None:
         self.store = store
         self.producers = producers
@@ -141,8 +146,11 @@ class TxnCoordinator:
         self.store.write_state(record, durable=False)  # an append, no disk wait: on the event loop
         if not plan.complete:
             return
+        markers = plan.markers
+        if self.markers_elsewhere is not None:  # partitions of other broker groups: their masters write them
+            markers = await self.markers_elsewhere(markers, txn.producer_id, txn.producer_epoch, plan.commit)
         # Markers are appended on the event loop, as produce appends (an append wakes waiting fetches).
-        for topic, partition in plan.markers:
+        for topic, partition in markers:
             try:
                 self.store.append_control(topic, partition, txn.producer_id, txn.producer_epoch, plan.commit)
             except (UnknownTopic, UnknownPartition):

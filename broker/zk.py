@@ -8,6 +8,11 @@ Layout under the chroot of zookeeper.connect (docs/replication.md):
   /groups/<group>/members/<id>     persistent: the group's nodes (Metadata's replicas)
   /groups/<group>/state            persistent: master, epoch, sync-state set (cluster_state.GroupRecord),
                                    written only by compare-and-set on its version
+  /topics/<name>                   persistent: the topic's id, configs and each partition's broker group
+                                   (cluster_state.TopicRecord)
+  /deleted_topics/<topic id>       persistent: a deleted topic, so no group's master publishes it again
+  /topics_changed                  persistent: its version moves at every topic change (one watch for all)
+  /latest_producer_id_block        persistent: the last block of producer ids a master took (Kafka's znode)
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from collections.abc import Callable
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from broker.cluster_state import GroupRecord, Snapshot
+from broker.cluster_state import GroupRecord, Snapshot, TopicRecord
 
 log = logging.getLogger("gregor.zookeeper")
 
@@ -58,7 +63,8 @@ class ZooKeeper:
                 root.close()
         self.client.start(timeout=timeout_s)
         self.state = self.client.state
-        for path in ("/brokers/ids", f"/groups/{self.group}/members"):
+        for path in ("/brokers/ids", f"/groups/{self.group}/members", "/topics", "/deleted_topics",
+                     "/topics_changed"):
             self.client.ensure_path(path)
 
     def stop(self) -> None:
@@ -98,7 +104,9 @@ class ZooKeeper:
                                        f"(ZooKeeper {path}); give this broker another node.id") from None
                 time.sleep(0.2)
         self.client.ChildrenWatch("/brokers/ids", lambda _children: self._on_change())
+        self.client.ChildrenWatch("/groups", lambda _children: self._on_change())
         self.client.DataWatch(self._state_path, lambda *_: self._on_change())
+        self.client.DataWatch("/topics_changed", lambda *_: self._on_change())
 
     @property
     def _state_path(self) -> str:
@@ -136,3 +144,83 @@ class ZooKeeper:
             return True
         except (BadVersionError, NodeExistsError, NoNodeError):
             return False
+
+    # ---- every group (Metadata, coordinators) ---------------------------------------------
+    def groups(self) -> dict[str, tuple[GroupRecord | None, list[int]]]:
+        """Every broker group's record and nodes, by name."""
+        out = {}
+        for name in self.client.get_children("/groups"):
+            try:
+                record = GroupRecord.decode(self.client.get(f"/groups/{name}/state")[0])
+            except NoNodeError:
+                record = None
+            try:
+                members = sorted(int(c) for c in self.client.get_children(f"/groups/{name}/members"))
+            except NoNodeError:
+                members = []
+            out[name] = (record, members)
+        return out
+
+    # ---- topics and their placement --------------------------------------------------------
+    def topics_version(self) -> int:
+        return self.client.exists("/topics_changed").version
+
+    def topics_changed(self) -> None:
+        self.client.set("/topics_changed", b"")
+
+    def topics(self) -> tuple[dict[str, tuple[TopicRecord, int]], set[str]]:
+        """(name -> (record, znode version), the ids of deleted topics)."""
+        out = {}
+        for name in self.client.get_children("/topics"):
+            try:
+                data, stat = self.client.get(f"/topics/{name}")
+            except NoNodeError:
+                continue
+            out[name] = (TopicRecord.decode(data), stat.version)
+        return out, set(self.client.get_children("/deleted_topics"))
+
+    def create_topic(self, name: str, record: TopicRecord) -> bool:
+        """False if the topic exists."""
+        try:
+            self.client.create(f"/topics/{name}", record.encode())
+        except NodeExistsError:
+            return False
+        self.topics_changed()
+        return True
+
+    def set_topic(self, name: str, record: TopicRecord, version: int) -> bool:
+        try:
+            self.client.set(f"/topics/{name}", record.encode(), version=version)
+        except (BadVersionError, NoNodeError):
+            return False
+        self.topics_changed()
+        return True
+
+    def delete_topic(self, name: str, topic_id: str) -> None:
+        self.client.ensure_path(f"/deleted_topics/{topic_id}")
+        try:
+            self.client.delete(f"/topics/{name}")
+        except NoNodeError:
+            pass
+        self.topics_changed()
+
+    # ---- producer ids ----------------------------------------------------------------------
+    def reserve_producer_ids(self, size: int, floor: int) -> int:
+        """The next block of `size` producer ids, at or above `floor`, taken by compare-and-set
+        (Kafka's /latest_producer_id_block): no two groups' masters hand out the same id."""
+        path = "/latest_producer_id_block"
+        while True:
+            try:
+                data, stat = self.client.get(path)
+                start, version = max(json.loads(data)["block_end"], floor), stat.version
+            except NoNodeError:
+                start, version = floor, -1
+            value = json.dumps({"version": 1, "block_start": start, "block_end": start + size}).encode()
+            try:
+                if version < 0:
+                    self.client.create(path, value)
+                else:
+                    self.client.set(path, value, version=version)
+                return start
+            except (NodeExistsError, BadVersionError):
+                continue

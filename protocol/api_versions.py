@@ -73,4 +73,10 @@ API_SPECS: dict[int, ApiSpec] = {s.api_key: s for s in (
     _spec(admin.ListTransactionsRequest, admin.ListTransactionsResponse, 0, 1),
 )}
 
+# Broker-to-broker APIs: decoded and answered, never advertised to clients (Kafka's "broker"
+# listener APIs). WriteTxnMarkers carries a transaction's markers to another broker group's master.
+INTER_BROKER_SPECS: dict[int, ApiSpec] = {s.api_key: s for s in (
+    _spec(producer.WriteTxnMarkersRequest, producer.WriteTxnMarkersResponse, 1, 1),
+)}
+
 API_VERSIONS_KEY = 18

@@ -15,7 +15,7 @@ from typing import Any
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from protocol import produce_request
-from protocol.api_versions import API_SPECS, API_VERSIONS_KEY, ApiSpec
+from protocol.api_versions import API_SPECS, API_VERSIONS_KEY, INTER_BROKER_SPECS, ApiSpec
 from protocol.errors import ErrorCode
 
 _FIXED_HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
@@ -61,7 +61,7 @@ def peek_header(frame: bytes) -> tuple[int, int, int]:
 def decode_request(frame: bytes) -> Request | UnsupportedRequest:
     """Decode a frame payload. Raises MalformedRequest when Kafka would close."""
     api_key, api_version, _ = peek_header(frame)
-    spec = API_SPECS.get(api_key)
+    spec = API_SPECS.get(api_key) or INTER_BROKER_SPECS.get(api_key)
     if spec is None:
         # Kafka cannot parse a header for an API it does not know: it closes.
         raise MalformedRequest(f"unknown api key {api_key}")

@@ -595,20 +595,21 @@ class Store:
         return self._registry.topics.get(name)
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str],
-                     wait: bool = True) -> TopicMeta:
+                     wait: bool = True, topic_id: uuid.UUID | None = None) -> TopicMeta:
         """Create a topic and its partitions' consume queues. The queue directories and files
         (a 1,000-partition topic: 1,000 of each, ~0.3 s here) are made outside the append lock,
         so a broker can call this from a worker thread while appends go on; the topic becomes
         visible, complete, once they are ready. With wait=False, raises AdminBusy instead of
         waiting for another topic change, and does not wait for the topic's record to be
         fsynced (for callers on an event loop). A follower gets its leader's topics, ids
-        included, from the shipped state records instead (append_replicated)."""
+        included, from the shipped state records instead (append_replicated); the master of
+        another broker group creates a topic with the id the cluster gave it (`topic_id`)."""
         if not self._admin_lock.acquire(blocking=wait):
             raise AdminBusy(f"cannot create {name} now: another topic change is under way")
         try:
             self._registry.check_new(name, partitions)
             qroot = self.root / "consumequeue"
-            meta = TopicMeta(name, partitions, dict(configs), uuid.uuid4())
+            meta = TopicMeta(name, partitions, dict(configs), topic_id or uuid.uuid4())
             try:
                 shutil.rmtree(qroot / name, ignore_errors=True)  # a crash's leftovers
                 queues = self._make_queues(name, range(partitions))

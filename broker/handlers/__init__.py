@@ -37,6 +37,7 @@ HANDLERS: dict[int, Handler] = {
     24: txn.handle_add_partitions_to_txn,
     25: txn.handle_add_offsets_to_txn,
     26: txn.handle_end_txn,
+    27: txn.handle_write_txn_markers,
     28: txn.handle_txn_offset_commit,
     29: acls.handle_describe_acls,
     30: acls.handle_create_acls,
@@ -64,12 +65,20 @@ def register(api_key: int, handler: Handler) -> None:
 # send these to the coordinator FindCoordinator names and the controller Metadata names, both the
 # master; one that reaches a follower (stale metadata during a failover) has its connection
 # closed, and the client looks the coordinator or controller up again.
-MASTER_ONLY = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 19, 20, 21, 22, 24, 25, 26, 28, 30, 31, 33, 37, 42, 44,
-                         51, 65, 66})
+MASTER_ONLY = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 19, 20, 21, 22, 24, 25, 26, 27, 28, 30, 31, 33, 37, 42,
+                         44, 51, 65, 66})
+
+
+# Requests of one consumer group or transactional id (the key FindCoordinator was asked for): with
+# several broker groups, only the master of the key's group answers them (broker/cluster.py).
+KEYED = {8: "group_id", 9: "group_id", 11: "group_id", 12: "group_id", 13: "group_id", 14: "group_id",
+         22: "transactional_id", 24: "transactional_id", 25: "transactional_id", 26: "transactional_id",
+         28: "transactional_id"}
 
 
 class NotMaster(MalformedRequest):
-    """A request only the master answers reached a follower: the connection closes."""
+    """A request only a master answers reached a follower, or a key another group coordinates
+    reached this master: the connection closes and the client looks its coordinator up again."""
 
 
 async def dispatch(broker: Broker, request: Request) -> Any:
@@ -77,7 +86,12 @@ async def dispatch(broker: Broker, request: Request) -> Any:
     if handler is None:
         raise NotImplementedError(f"no handler for {request.spec.name}")
     cluster = broker.cluster
-    if cluster is not None and not cluster.leading and request.header.api_key in MASTER_ONLY:
-        raise NotMaster(f"{request.spec.name} reached node {broker.node_id}, a follower; the master is "
-                        f"node {cluster.master}")
+    if cluster is not None and request.header.api_key in MASTER_ONLY:
+        if not cluster.leading:
+            raise NotMaster(f"{request.spec.name} reached node {broker.node_id}, a follower; the master is "
+                            f"node {cluster.master}")
+        key = getattr(request.body, KEYED.get(request.header.api_key, ""), None)
+        if key and not cluster.coordinates(key):
+            raise NotMaster(f"{request.spec.name} for {key!r} reached node {broker.node_id}; node "
+                            f"{cluster.coordinator(key)} coordinates it")
     return await handler(broker, request)

@@ -101,7 +101,7 @@ async def _alter_topic(broker: Broker, name: str, configs, incremental: bool,
         return ErrorCode.INVALID_CONFIG, problem
     if not validate_only:
         try:
-            await trio.to_thread.run_sync(broker.store.alter_topic_configs, name, new)  # rewrites topic metadata
+            await broker.alter_topic_configs(name, new)  # rewrites topic metadata
         except UnknownTopic:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
         except StoreError as exc:  # the topic's record was refused: full disk, offline log dir

@@ -36,9 +36,9 @@ ZSTD_MIN_FETCH_VERSION = 10
 def epoch_error(broker: Broker, topic: str, partition: int, current_leader_epoch: int) -> int:
     """Kafka's check of the leader epoch a client last saw (KIP-320): -1 skips it; an older
     one is FENCED_LEADER_EPOCH (refresh metadata), a newer one UNKNOWN_LEADER_EPOCH (this
-    broker has not caught up with it yet). A follower of a broker group answers every
-    partition NOT_LEADER_OR_FOLLOWER: clients read from the master."""
-    if broker.cluster is not None and not broker.cluster.leading:
+    broker has not caught up with it yet). In a cluster, a node that is not the master of the
+    partition's broker group answers NOT_LEADER_OR_FOLLOWER: clients read from that master."""
+    if broker.cluster is not None and not broker.cluster.leads(topic, partition):
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
     if current_leader_epoch < 0:
         return ErrorCode.NONE

@@ -49,8 +49,8 @@ def _coordinator(broker: Broker, key_type: int, key: str, ok_message: str, batch
     if refused is not None:
         return {"error_code": refused[0], "error_message": refused[1], "node_id": -1, "host": "", "port": -1}
     if key_type in (GROUP_KEY, TRANSACTION_KEY):  # this broker coordinates transactions too
-        if broker.cluster is not None:  # a broker group: its master coordinates
-            master = broker.cluster.master
+        if broker.cluster is not None:  # a cluster: the master of the key's broker group coordinates
+            master = broker.cluster.coordinator(key)
             endpoint = broker.cluster.endpoint(master) if master != broker.node_id else None
             if master < 0 or (master != broker.node_id and endpoint is None):
                 return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": "" if batched else

@@ -93,13 +93,14 @@ def _topic(cls, broker: Broker, meta: TopicMeta, operations=NO_AUTHORIZED_OPERAT
         partitions = [Partition(error_code=0, partition_index=i, leader_id=node,
                                 leader_epoch=broker.store.leader_epoch(meta.name, i), replica_nodes=[node],
                                 isr_nodes=[node], offline_replicas=[]) for i in range(meta.partitions)]
-    else:  # every partition of the group: leader = its master, replicas = its nodes, ISR = its sync-state set
-        leader, replicas, isr = cluster.master, cluster.members, cluster.sync_state_set
-        offline = [n for n in replicas if n not in cluster.live]
-        error = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
-        partitions = [Partition(error_code=error, partition_index=i, leader_id=leader, leader_epoch=cluster.epoch,
-                                replica_nodes=replicas, isr_nodes=isr, offline_replicas=offline)
-                      for i in range(meta.partitions)]
+    else:  # each partition as its broker group has it: leader = the master, replicas = the nodes, ISR = the set
+        partitions = []
+        for i in range(meta.partitions):
+            leader, epoch, replicas, isr = cluster.partition_view(meta.name, i)
+            partitions.append(Partition(
+                error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE, partition_index=i,
+                leader_id=leader, leader_epoch=epoch, replica_nodes=replicas, isr_nodes=isr,
+                offline_replicas=[n for n in replicas if n not in cluster.live]))
     return cls.MetadataResponseTopic(error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=False,
                                      partitions=partitions, authorized_operations=operations)
 

@@ -62,9 +62,6 @@ async def handle_produce(broker: Broker, request: Request):
     if body.acks not in (0, 1, -1):
         results = {key: _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED if key[0] in refused
                                else ErrorCode.INVALID_REQUIRED_ACKS) for key in wanted}
-    elif cluster is not None and not cluster.leading:  # the client's metadata is stale: it asks again
-        results = {key: _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED if key[0] in refused
-                               else ErrorCode.NOT_LEADER_OR_FOLLOWER) for key in wanted}
     else:
         # Check every partition's batch first, then append all that passed with one store
         # call (one hold of the append lock, one fsync handle); a request holds at most one
@@ -75,13 +72,17 @@ async def handle_produce(broker: Broker, request: Request):
             if refused and key[0] in refused:
                 results[key] = _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 continue
+            if cluster is not None and not cluster.leads(*key):  # stale metadata: the client asks again
+                results[key] = _error(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                continue
             if cluster is not None and body.acks == -1 and cluster.in_sync() < _min_insync(broker, key[0]):
                 results[key] = _error(ErrorCode.NOT_ENOUGH_REPLICAS)
                 continue
             if version < MAGIC_2_PRODUCE_VERSION:  # converting old message sets is per-record work: off the loop
-                checked = await trio.to_thread.run_sync(_check_one, broker, key[0], key[1], records, version)
+                checked = await trio.to_thread.run_sync(_check_one, broker, key[0], key[1], records, version,
+                                                        body.transactional_id)
             else:
-                checked = _check_one(broker, key[0], key[1], records, version)
+                checked = _check_one(broker, key[0], key[1], records, version, body.transactional_id)
             if checked.__class__ is tuple:
                 results[key] = checked
             else:
@@ -170,7 +171,8 @@ class _Accepted:
     log_start: int
 
 
-def _check_one(broker: Broker, topic: str, partition: int, records: bytes | None, version: int):
+def _check_one(broker: Broker, topic: str, partition: int, records: bytes | None, version: int,
+               transactional_id: str | None = None):
     """The partition's answer if it is refused or a duplicate (a tuple), else an _Accepted."""
     meta = broker.topic(topic)
     if meta is None or not 0 <= partition < meta.partitions:
@@ -201,7 +203,10 @@ def _check_one(broker: Broker, topic: str, partition: int, records: bytes | None
                 "One or more records have been rejected due to 1 record errors in total, and only showing the "
                 f"first three errors at most: [RecordError(batchIndex={keyless}, message='{why}')]",
                 [(keyless, why)]))
-    if header.attributes & TRANSACTIONAL_BIT:  # KIP-890: the partition must be in the producer's transaction
+    # KIP-890: the partition must be in the producer's transaction, when this node coordinates it
+    # (a transaction of another broker group's coordinator is not verified, as before Kafka 3.6)
+    if header.attributes & TRANSACTIONAL_BIT and (broker.cluster is None or transactional_id is None
+                                                  or broker.cluster.coordinates(transactional_id)):
         error = broker.txn.state.verify(header.producer_id, header.producer_epoch, topic, partition)
         if error:
             return _error(error, log_start)

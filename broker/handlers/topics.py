@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import uuid
 
-import trio
-
 from broker.acl import CLUSTER_NAME, Op, Res
 from broker.broker import TOPIC_TO_BROKER_CONFIG, Broker, topic_name_error
 from broker.config import SENSITIVE_SETTINGS, SETTINGS
@@ -64,9 +62,7 @@ async def handle_create_topics(broker: Broker, request: Request):
                 topic_id = uuid.uuid4()  # Kafka returns a would-be topic id for a validated topic
             else:
                 try:
-                    # a worker thread: making the partitions' queue files is disk work
-                    meta = await trio.to_thread.run_sync(broker.store.create_topic, t.name, partitions,
-                                                         overrides)
+                    meta = await broker.create_topic(t.name, partitions, overrides)
                     topic_id = meta.topic_id
                 except TopicExists:
                     error, message = ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
@@ -187,8 +183,8 @@ async def handle_delete_topics(broker: Broker, request: Request):
         try:
             for view in views_of(broker.store.topics(), name):  # a source takes its views with it
                 cascaded[view] = broker.topic(view).topic_id
-                await trio.to_thread.run_sync(broker.store.delete_topic, view)
-            await trio.to_thread.run_sync(broker.store.delete_topic, name)  # files: disk work
+                await broker.delete_topic(view)
+            await broker.delete_topic(name)
             broker.producers.forget_topic(name)
             error, message = ErrorCode.NONE, None
         except UnknownTopic:
@@ -223,9 +219,9 @@ async def handle_create_partitions(broker: Broker, request: Request):
             error, message = ErrorCode.INVALID_PARTITIONS, f"Topic already has {meta.partitions} partitions."
         elif not body.validate_only:
             try:
-                await trio.to_thread.run_sync(broker.store.add_partitions, t.name, t.count)  # files: disk work
+                await broker.add_partitions(t.name, t.count)
                 for view in views_of(broker.store.topics(), t.name):
-                    await trio.to_thread.run_sync(broker.store.add_partitions, view, t.count)
+                    await broker.add_partitions(view, t.count)
             except UnknownTopic:  # deleted by another client meanwhile
                 error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{t.name}' does not exist."
             except StoreError as exc:  # out of open files or space, an offline log dir

@@ -6,11 +6,12 @@ carried out by broker/txn_coordinator.py.
 
 from __future__ import annotations
 
-from broker.acl import Op, Res
+from broker.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker
 from broker.txn_coordinator import now_ms
 from protocol.codec import Request
 from protocol.errors import ErrorCode
+from store import StoreError, UnknownPartition, UnknownTopic
 
 
 def fenced(error: int, version: int, first_fenced_version: int = 2) -> int:
@@ -162,3 +163,48 @@ async def handle_list_transactions(broker: Broker, request: Request):
                                            transaction_state=txn.state.value))
     return cls[version](throttle_time_ms=0, error_code=0,
                         unknown_state_filters=sorted(wanted_states - known), transaction_states=listed)
+
+
+async def handle_write_txn_markers(broker: Broker, request: Request):
+    """WriteTxnMarkers (inter-broker): the transaction coordinator of another broker group asks
+    this master to end a producer's transaction in partitions of its group (Kafka's coordinator
+    sends the same request to each partition leader). Answered once the sync-state set holds
+    the markers."""
+    body = request.body
+    cls = request.spec.response
+    Marker = cls.WritableTxnMarkerResult
+    Topic = Marker.WritableTxnMarkerTopicResult
+    Part = Topic.WritableTxnMarkerPartitionResult
+    allowed = broker.allowed(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME)
+    answers = []
+    for m in body.markers:
+        topics = []
+        for t in m.topics:
+            parts = []
+            for p in t.partition_indexes:
+                parts.append(Part(partition_index=p, error_code=_marker(broker, allowed, m, t.name, p)))
+            topics.append(Topic(name=t.name, partitions=parts))
+        answers.append((m.producer_id, topics))
+    if any(part.error_code == ErrorCode.NONE for _, topics in answers for t in topics for part in t.partitions):
+        failed = await broker.replicated()
+        if failed:
+            for _, topics in answers:
+                for t in topics:
+                    for part in t.partitions:
+                        part.error_code = part.error_code or failed
+    return cls[request.header.api_version](markers=[Marker(producer_id=pid, topics=topics) for pid, topics in answers])
+
+
+def _marker(broker: Broker, allowed: bool, marker, topic: str, partition: int) -> int:
+    if not allowed:
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if broker.cluster is not None and not broker.cluster.leads(topic, partition):
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    try:
+        broker.store.append_control(topic, partition, marker.producer_id, marker.producer_epoch,
+                                    marker.transaction_result, marker.coordinator_epoch)
+    except (UnknownTopic, UnknownPartition):
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    except StoreError:
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    return ErrorCode.NONE

@@ -1,0 +1,986 @@
+"""Replication benchmarks (issue 18): produce throughput of one node against a 3-node broker group
+(acks=1 and acks=all), follower lag under full load, produce latency with acks=1 and acks=all, and
+failover time over repeated SIGKILLs of the master. Gregor and Apache Kafka 3.9 run in the same
+run when Kafka's jars are resolved (bin/setup-kafka) and tests/oracle/kafka_cluster.py is there.
+
+What runs, per round (--repeat, default 3; every figure is the median over the rounds with the
+lowest and highest round):
+
+- Throughput. One fresh node (RF=1), then one fresh 3-node group (Gregor: a broker group
+  coordinated by a private ZooKeeper, bin/zookeeper; Kafka: a 3-node KRaft cluster, RF=3). Each is
+  warmed up past its first commitlog segment (as bench/run.py), then bench/loadgen.py's producer
+  (confluent-kafka in a child process: 1 KiB values, linger 5 ms, batch.size 1 MB, no compression,
+  round-robin over the partitions) writes for --seconds per case: one node with acks=1, the group
+  with acks=1 and with acks=all, each at 1 partition and at --partitions (Gregor: 10,000, in topics
+  of 1,000; Kafka: --kafka-partitions, 1,000 by default: 10,000 partitions at RF=3 is 30,000
+  replicas in three 512 MB JVMs on this 2-core machine). Broker CPU per GB is summed over all
+  nodes.
+- Follower lag (Gregor group). While the producer writes at full speed with acks=1 to one
+  partition, each node's admin HTTP API (/metrics, `gregor_partition_end_offset`: the partition's
+  high watermark) is read every LAG_INTERVAL_S. Followers refuse Kafka reads
+  (NOT_LEADER_OR_FOLLOWER) and expose no log end, so a follower's high watermark - what it holds
+  and knows the group committed - is compared with the master's log end, known from the producer's
+  delivery reports (every 256th record's offset and when it was acknowledged). Lag is the master's
+  log end minus that, in records x 1 KiB, and in time: how long before the sample the master had
+  reached the follower's position. The master's own high watermark (what its sync-state set
+  acknowledged) is shown beside it.
+- Latency. LATENCY_RATE records/s of 1 KiB, linger 0, to one partition: the time from produce()
+  to the delivery report, p50 and p99, one node with acks=1 and the group with acks=1 and acks=all.
+- Failover. A fresh 3-node group (Gregor: 64 MiB segments, zookeeper.session.timeout.ms=4000;
+  Kafka: broker.session.timeout.ms=4000, as the floor is the same) with a 1-partition RF=3 topic
+  and a prober (confluent-kafka, acks=all, linger 0, one record every PROBE_INTERVAL_S). --kills
+  times (Kafka: --kafka-kills): SIGKILL the master (Kafka: the partition leader's node), time
+  until ZooKeeper names a new live master (Kafka: until Metadata names a new leader), and until the
+  prober's next acks=all write is acknowledged; restart the node, wait for a full sync-state set
+  (Kafka: ISR of 3), again.
+
+Targets (issue 18): acks=all RF=3 >= 50% of RF=1; replicated throughput at 10,000 partitions >= 90%
+of at 1 partition; failover p50 <= 5 s. Rewrites the "Replication (issue 18)" section of
+docs/benchmarks.md. Everything listens on 127.0.0.1; only the processes started here are stopped.
+
+Run: .venv/bin/python bench/replication_bench.py [--repeat N] [--seconds S] [--gregor-only] [--quick]
+                                                 [--no-docs] [--kills N] [--kafka-kills N]
+                                                 [--partitions N] [--kafka-partitions N] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from broker_process import ROOT, MeasuredProcess
+from docs_section import replace_section
+from figures import Spread, spread
+
+if str(ROOT) not in sys.path:  # tests.conftest, tests.cluster.conftest and tests.oracle start the brokers
+    sys.path.insert(0, str(ROOT))
+
+SECTION = ("<!-- replication:start -->", "<!-- replication:end -->")
+LOADGEN = Path(__file__).resolve().parent / "loadgen.py"
+VALUE = 1024
+MAX_BYTES = 3 << 30  # at most this much per throughput case (as bench/run.py's produce phases)
+SESSION_TIMEOUT_MS = 4000  # Gregor's zookeeper.session.timeout.ms: the failover floor
+KAFKA_CLUSTER = {"broker.session.timeout.ms": str(SESSION_TIMEOUT_MS)}  # Kafka's default: 9000
+NODE_HEAP = "512m"  # tests/oracle/kafka_cluster.py's per-node heap; the single Kafka node gets the same
+FAILOVER_SEGMENT = 64 << 20
+QUICK_SEGMENT = 64 << 20
+TOPIC_PARTITION_LIMIT = 1_000  # larger counts are split over topics of this many (bench/workloads.py)
+CREATE_BATCH_PARTITIONS = 5_000  # per CreateTopics call (bench/run.py)
+LAG_INTERVAL_S = 0.2
+LAG_MARK_EVERY = 256
+LATENCY_RATE = 1_000
+PROBE_INTERVAL_S = 0.01
+STALE_ACK_S = 0.5  # a prober ack within this of the kill answers a request the old master served
+
+# The child processes: follower-lag load, fixed-rate latency and the failover prober. bench/loadgen.py's
+# producer settings, with delivery reports for the sampled records (loadgen reports only errors).
+CHILD = r"""
+import functools, json, sys, time
+from confluent_kafka import Producer
+
+spec = json.loads(sys.argv[1])
+now = time.monotonic  # CLOCK_MONOTONIC: the parent's clock too
+common = {"bootstrap.servers": spec["bootstrap"], "acks": spec["acks"], "batch.size": 1_000_000,
+          "message.max.bytes": 1_048_576, "compression.type": "none", "enable.idempotence": False,
+          "queue.buffering.max.kbytes": 131_072, "queue.buffering.max.messages": 500_000,
+          "delivery.report.only.error": False}
+topic, value, mode = spec["topic"], b"x" * spec["size"], spec["mode"]
+failed = 0
+
+
+def count_failure(err):
+    global failed
+    failed += 1
+
+
+if mode == "lag":
+    producer = Producer({**common, "linger.ms": 5})
+    marks = []
+
+    def mark(err, msg):
+        if err is None:
+            marks.append((now(), msg.offset()))
+        else:
+            count_failure(err)
+
+    every, sent = spec["every"], 0
+    start = time.perf_counter()
+    deadline = start + spec["seconds"]
+    while True:
+        try:
+            if sent % every == 0:
+                producer.produce(topic, value, partition=0, on_delivery=mark)
+            else:
+                producer.produce(topic, value, partition=0)
+        except BufferError:
+            producer.poll(0.002)
+            continue
+        sent += 1
+        if sent & 1023 == 0:
+            producer.poll(0)
+            if time.perf_counter() > deadline:
+                break
+    left = producer.flush(60)
+    elapsed = time.perf_counter() - start
+    print(json.dumps({"sent": sent, "undelivered": left, "failed": failed, "seconds": elapsed,
+                      "mb_per_s": (sent - left) * len(value) / elapsed / 1e6, "marks": marks}))
+elif mode == "latency":
+    producer = Producer({**common, "linger.ms": 0})
+    latencies = []
+
+    def done(sent_at, err, msg):
+        if err is None:
+            latencies.append(now() - sent_at)
+        else:
+            count_failure(err)
+
+    rate, count = spec["rate"], int(spec["rate"] * spec["seconds"])
+    start = time.perf_counter()
+    for i in range(count):
+        due = start + i / rate
+        while (t := time.perf_counter()) < due:
+            producer.poll(min(due - t, 0.001))
+        producer.produce(topic, value, partition=0, on_delivery=functools.partial(done, now()))
+        producer.poll(0)
+    left = producer.flush(60)
+    print(json.dumps({"sent": count, "undelivered": left, "failed": failed, "latency_s": latencies}))
+else:  # probe: one acks=all record every interval until terminated; one line per delivery report
+    producer = Producer({**common, "linger.ms": 0, "message.timeout.ms": 120_000})
+
+    def report(sent_at, err, msg):
+        if err is None:
+            print(f"ok {now():.6f} {sent_at:.6f}", flush=True)
+        else:
+            print(f"err {now():.6f} {err.name()}", flush=True)
+
+    interval = spec["interval"]
+    while True:
+        producer.produce(topic, value, partition=0, on_delivery=functools.partial(report, now()))
+        producer.poll(interval)
+"""
+
+
+class Pid(MeasuredProcess):
+    """/proc readings (CPU, write bytes) of a broker process started by tests/ fixtures."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+
+
+@dataclass
+class System:
+    """One system under test: a single node or a 3-node group of one broker kind."""
+
+    broker: str  # "gregor" or "kafka"
+    nodes: int
+    bootstrap: str
+    rf: int
+    procs: Callable[[], list[MeasuredProcess]]
+    logs: Callable[[], str]
+    group: object | None = None  # tests.cluster.conftest.BrokerGroup or tests.oracle.kafka_cluster.KafkaCluster
+    zk_connect: str = ""
+
+    def cpu(self) -> float:
+        return sum(p.cpu_seconds() for p in self.procs())
+
+    def check_alive(self) -> None:
+        for p in self.procs():
+            if p.exit_status() is not None:
+                raise RuntimeError(f"a {self.broker} node exited with status {p.exit_status()}; logs:\n"
+                                   f"{self.logs()[-4000:]}")
+
+    def wait_idle(self) -> float:
+        started = time.monotonic()
+        for p in self.procs():
+            p.wait_idle()
+        return time.monotonic() - started
+
+
+@dataclass
+class Run:
+    args: argparse.Namespace
+    tmp: Path
+    zk: object | None = None  # tests.cluster.conftest.ZooKeeperProcess, started once for the whole run
+    results: list[dict] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def record(self, **figure) -> dict:
+        self.results.append(figure)
+        return figure
+
+
+# ---- the systems ----------------------------------------------------------------------------
+def _discard(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@contextmanager
+def gregor_single(run: Run, segment: int) -> Iterator[System]:
+    from tests.conftest import BrokerProcess
+    data = run.tmp / f"gregor-single-{uuid.uuid4().hex[:6]}"
+    node = BrokerProcess(data / "node", {"commitlog.segment.bytes": str(segment)})
+    data.mkdir(parents=True)
+    try:
+        node.start(timeout=180)
+        yield System("gregor", 1, node.bootstrap, 1, lambda: [Pid(node.proc)], node.log)
+    finally:
+        if node.proc is not None:
+            node.stop(signal.SIGKILL)  # its data is deleted next
+        _discard(data)
+
+
+@contextmanager
+def gregor_group(run: Run, name: str, segment: int, admin: bool = False) -> Iterator[System]:
+    from tests.cluster.conftest import BrokerGroup
+    data = run.tmp / f"gregor-{name}-{uuid.uuid4().hex[:6]}"
+    data.mkdir(parents=True)
+    connect = f"{run.zk.connect}/bench-{uuid.uuid4().hex[:12]}"
+    group = BrokerGroup(data, connect, 3, name, {"commitlog.segment.bytes": str(segment),
+                                                  "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)})
+    if admin:
+        for node in group.nodes.values():
+            node.extra_args = ["--admin-port", "0"]
+    try:
+        for node in group.nodes.values():
+            node.start(timeout=180)
+        group.wait_sync_state_set(3, timeout=120)
+        yield System("gregor", 3, group.bootstrap, 3, lambda: [Pid(n.proc) for n in group.nodes.values()],
+                     lambda: "".join(f"--- node {i} ---\n{n.log()[-3000:]}" for i, n in group.nodes.items()),
+                     group, connect)
+    finally:
+        group.stop()  # SIGKILL, by PID, each node still running
+        _discard(data)
+
+
+@contextmanager
+def kafka_single(run: Run) -> Iterator[System]:
+    from tests.oracle.kafka_broker import KafkaBroker
+    data = run.tmp / f"kafka-single-{uuid.uuid4().hex[:6]}"
+    kafka = KafkaBroker(data, {}, heap=NODE_HEAP)
+    try:
+        kafka.start(timeout=180)
+        yield System("kafka", 1, kafka.bootstrap, 1, lambda: [Pid(kafka.proc)], kafka.log)
+    finally:
+        if kafka.proc is not None and kafka.proc.poll() is None:
+            kafka.proc.kill()  # a clean shutdown checkpoints every partition for data deleted right after
+            kafka.proc.wait(30)
+        kafka.stop()
+        _discard(data)
+
+
+@contextmanager
+def kafka_cluster(run: Run, settings: dict[str, str]) -> Iterator[System]:
+    from tests.oracle.kafka_cluster import KafkaCluster
+    data = run.tmp / f"kafka-cluster-{uuid.uuid4().hex[:6]}"
+    cluster = KafkaCluster(data, settings)
+    try:
+        cluster.start(timeout=300)
+        yield System("kafka", 3, cluster.bootstrap, 3,
+                     lambda: [Pid(n.proc) for n in cluster.nodes.values()], cluster.log, cluster)
+    finally:
+        for node in cluster.nodes:
+            cluster.kill(node)  # SIGKILL by PID: the data is deleted next
+        _discard(data)
+
+
+def kafka_cluster_available() -> str | None:
+    """Why the Kafka cluster cannot run, or None."""
+    try:
+        import tests.oracle.kafka_cluster  # noqa: F401
+    except ImportError as exc:
+        return f"tests/oracle/kafka_cluster.py cannot be imported: {exc}"
+    return None
+
+
+# ---- topics and clients ---------------------------------------------------------------------
+def create_topics(bootstrap: str, names: list[str], partitions: int, rf: int) -> float:
+    """As bench/run.py's create_topics, with a replication factor: at most CREATE_BATCH_PARTITIONS
+    partitions per call, then until every partition has a leader in Metadata; returns the seconds."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+    per_call = max(1, CREATE_BATCH_PARTITIONS // partitions)
+    started = time.perf_counter()
+    for i in range(0, len(names), per_call):
+        futures = admin.create_topics([NewTopic(n, partitions, rf) for n in names[i:i + per_call]],
+                                      operation_timeout=120, request_timeout=180)
+        for future in futures.values():
+            future.result()
+    deadline = time.monotonic() + 180
+    while True:
+        topics = admin.list_topics(timeout=10).topics
+        if all(name in topics and topics[name].error is None and len(topics[name].partitions) == partitions
+               and all(p.leader >= 0 and p.error is None for p in topics[name].partitions.values())
+               for name in names):
+            return time.perf_counter() - started
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(names)} topics of {partitions} partitions had no leaders after 180 s")
+        time.sleep(0.1)
+
+
+def many_topics(count: int) -> tuple[list[str], int]:
+    per_topic = min(count, TOPIC_PARTITION_LIMIT)
+    return [f"many-{i}" for i in range(count // per_topic)], per_topic
+
+
+def child(argv: list[str], timeout: float) -> dict:
+    done = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          check=False)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"client {argv[0]} exited {done.returncode}: {done.stderr[-2000:]}")
+    return json.loads(lines[-1])
+
+
+def produce(system: System, topics: list[str], per_topic: int, acks: str, seconds: float,
+            max_bytes: int = MAX_BYTES) -> dict:
+    """bench/loadgen.py's produce mode; returns its result with the CPU all nodes spent meanwhile."""
+    spec = {"mode": "produce", "bootstrap": system.bootstrap, "topics": topics, "partitions_per_topic": per_topic,
+            "size": VALUE, "acks": acks, "seconds": seconds, "max_messages": max_bytes // VALUE,
+            "max_seconds": seconds + 120}
+    before = system.cpu()
+    result = child([str(LOADGEN), json.dumps(spec)], timeout=seconds + 400)
+    result["cpu_s"] = system.cpu() - before
+    system.check_alive()
+    return result
+
+
+def warm_up(system: System, segment: int) -> None:
+    """Write past the first commitlog segment before measuring (bench/run.py's warm_up): a fresh
+    Gregor's first segment is resident before it listens, later ones fault their pages in; for
+    Kafka it is the JIT's warm-up. Then wait until every node is idle (followers caught up)."""
+    create_topics(system.bootstrap, ["warm-up"], 1, system.rf)
+    produce(system, ["warm-up"], 1, "1", 120, max_bytes=segment + segment // 4)
+    system.wait_idle()
+
+
+def sync_state_set(system: System) -> list[int] | None:
+    if system.broker != "gregor" or system.group is None:
+        return None
+    record, _ = system.group.state()
+    return record["sync_state_set"] if record else None
+
+
+# ---- throughput -----------------------------------------------------------------------------
+def throughput_cases(run: Run, system: System, rnd: int, many: int, acks_modes: list[str]) -> None:
+    seconds = run.args.seconds
+    topics, per_topic = many_topics(many)
+    cases = [(acks, n) for n in (1, many) for acks in acks_modes]
+    if rnd % 2:
+        cases.reverse()
+    for acks, n in cases:
+        system.wait_idle()
+        names, per = (["p1"], 1) if n == 1 else (topics, per_topic)
+        result = produce(system, names, per, acks, seconds)
+        in_set = sync_state_set(system)
+        fig = run.record(kind="produce", broker=system.broker, nodes=system.nodes, acks=acks, partitions=n,
+                         round=rnd, msgs_per_s=result["msgs_per_s"], mb_per_s=result["mb_per_s"],
+                         seconds=result["seconds"], delivered=result["delivered"], failed=result["failed"],
+                         undelivered=result["undelivered"],
+                         cpu_s_per_gb=result["cpu_s"] / (result["delivered"] * VALUE / 1e9) if result["delivered"] else None,
+                         sync_state_set=in_set)
+        trouble = f", {result['failed']} failed, {result['undelivered']} undelivered" \
+            if result["failed"] or result["undelivered"] else ""
+        in_set_text = f", sync-state set {in_set}" if in_set is not None else ""
+        print(f"  {system.broker:6} {system.nodes} node(s) acks={acks:3} {n:>6,} partitions: "
+              f"{fig['mb_per_s']:7.1f} MB/s {fig['msgs_per_s']:>10,.0f} rec/s "
+              f"(CPU {fig['cpu_s_per_gb'] or 0:.1f} s/GB{in_set_text}{trouble})", flush=True)
+
+
+def latency_cases(run: Run, system: System, rnd: int, acks_modes: list[str]) -> None:
+    seconds = min(run.args.seconds, 10.0)
+    modes = acks_modes if rnd % 2 == 0 else acks_modes[::-1]
+    for acks in modes:
+        system.wait_idle()
+        spec = {"mode": "latency", "bootstrap": system.bootstrap, "topic": "latency", "acks": acks, "size": VALUE,
+                "rate": LATENCY_RATE, "seconds": seconds}
+        result = child(["-c", CHILD, json.dumps(spec)], timeout=seconds + 120)
+        system.check_alive()
+        lat = np.array(result["latency_s"]) * 1000
+        if not len(lat):
+            raise RuntimeError(f"latency: no record acknowledged ({result['failed']} failed)")
+        fig = run.record(kind="latency", broker=system.broker, nodes=system.nodes, acks=acks, round=rnd,
+                         p50_ms=float(np.percentile(lat, 50)), p99_ms=float(np.percentile(lat, 99)),
+                         max_ms=float(lat.max()), acked=len(lat), failed=result["failed"])
+        print(f"  {system.broker:6} {system.nodes} node(s) acks={acks:3} latency at {LATENCY_RATE:,}/s: "
+              f"p50 {fig['p50_ms']:.2f} ms, p99 {fig['p99_ms']:.2f} ms, max {fig['max_ms']:.1f} ms", flush=True)
+
+
+def measure_single(run: Run, broker: str, rnd: int) -> None:
+    args = run.args
+    segment = QUICK_SEGMENT if args.quick else 1 << 30
+    many = args.partitions if broker == "gregor" else args.kafka_partitions
+    ctx = gregor_single(run, segment) if broker == "gregor" else kafka_single(run)
+    with ctx as system:
+        system.wait_idle()
+        warm_up(system, segment)
+        topics, per_topic = many_topics(many)
+        create_topics(system.bootstrap, ["p1", "latency"], 1, 1)
+        took = create_topics(system.bootstrap, topics, per_topic, 1)
+        print(f"  {broker:6} 1 node: {many:,} partitions created in {took:.1f} s, idle after "
+              f"{system.wait_idle():.1f} s", flush=True)
+        latency_cases(run, system, rnd, ["1"])
+        throughput_cases(run, system, rnd, many, ["1"])
+
+
+def measure_replicated(run: Run, broker: str, rnd: int) -> None:
+    args = run.args
+    segment = QUICK_SEGMENT if args.quick else 1 << 30
+    many = args.partitions if broker == "gregor" else args.kafka_partitions
+    ctx = gregor_group(run, "tput", segment, admin=True) if broker == "gregor" else kafka_cluster(run, KAFKA_CLUSTER)
+    with ctx as system:
+        system.wait_idle()
+        warm_up(system, segment)
+        create_topics(system.bootstrap, ["p1", "latency", "lag"], 1, 3)
+        system.wait_idle()
+        if broker == "gregor":  # before the many-partition topics: /metrics lists every partition
+            follower_lag(run, system, rnd)
+        latency_cases(run, system, rnd, ["1", "all"])
+        topics, per_topic = many_topics(many)
+        took = create_topics(system.bootstrap, topics, per_topic, 3)
+        print(f"  {broker:6} 3 nodes: {many:,} partitions created in {took:.1f} s, idle after "
+              f"{system.wait_idle():.1f} s", flush=True)
+        throughput_cases(run, system, rnd, many, ["1", "all"])
+
+
+# ---- follower lag ---------------------------------------------------------------------------
+ADMIN = re.compile(r"gregor admin API on http://([\d.]+:\d+)")
+
+
+def end_offset(admin: str, topic: str) -> int | None:
+    """Partition 0's high watermark as the node's /metrics gives it."""
+    with urllib.request.urlopen(f"http://{admin}/metrics", timeout=2) as answer:
+        text = answer.read().decode()
+    for line in text.splitlines():
+        if line.startswith("gregor_partition_end_offset{") and f'topic="{topic}"' in line \
+                and 'partition="0"' in line:
+            return int(float(line.rsplit(" ", 1)[1]))
+    return None
+
+
+def follower_lag(run: Run, system: System, rnd: int) -> None:
+    group = system.group
+    master = group.master()
+    admins = {node: ADMIN.findall(n.log())[-1] for node, n in group.nodes.items()}
+    spec = {"mode": "lag", "bootstrap": system.bootstrap, "topic": "lag", "acks": "1", "size": VALUE,
+            "seconds": run.args.seconds, "every": LAG_MARK_EVERY}
+    samples: list[tuple[int, float, int]] = []  # (node, when, high watermark)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(spec)], stdout=out, stderr=err,
+                                text=True, cwd=ROOT)
+        try:
+            deadline = time.monotonic() + run.args.seconds + 180
+            while proc.poll() is None:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the follower-lag producer did not finish")
+                tick = time.monotonic()
+                for node, admin in admins.items():
+                    before = time.monotonic()
+                    hw = end_offset(admin, "lag")
+                    if hw is not None:
+                        samples.append((node, (before + time.monotonic()) / 2, hw))
+                time.sleep(max(0.0, LAG_INTERVAL_S - (time.monotonic() - tick)))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        out.seek(0)
+        err.seek(0)
+        lines = out.read().strip().splitlines()
+        if proc.returncode != 0 or not lines:
+            raise RuntimeError(f"the follower-lag producer failed: {err.read()[-2000:]}")
+        result = json.loads(lines[-1])
+    system.check_alive()
+    marks = np.array(result["marks"], dtype=np.float64)
+    if len(marks) < 10:
+        raise RuntimeError(f"the follower-lag producer acknowledged too few records: {result}")
+    marks = marks[np.argsort(marks[:, 0], kind="stable")]
+    when, ends = marks[:, 0], np.maximum.accumulate(marks[:, 1] + 1)  # master's log end known at `when`
+    start, stop = when[0] + 1.0, when[-1]  # steady state: after the first second, until the last report
+    lags: dict[str, list[tuple[float, float]]] = {"follower": [], "master": []}
+    for node, t, hw in samples:
+        if not start <= t <= stop:
+            continue
+        i = int(np.searchsorted(when, t, side="right")) - 1
+        behind = max(0.0, ends[i] - hw)
+        reached = int(np.searchsorted(ends, hw, side="left"))  # first report at or past the node's position
+        late = max(0.0, t - when[reached]) if reached < len(when) else 0.0
+        lags["master" if node == master else "follower"].append((behind * VALUE / 1e6, late * 1000))
+    for who, values in lags.items():
+        if not values:
+            continue
+        mb = np.array([v[0] for v in values])
+        ms = np.array([v[1] for v in values])
+        fig = run.record(kind="lag", broker="gregor", who=who, round=rnd, samples=len(values),
+                         mb_per_s=result["mb_per_s"],
+                         p50_mb=float(np.percentile(mb, 50)), p99_mb=float(np.percentile(mb, 99)), max_mb=float(mb.max()),
+                         p50_ms=float(np.percentile(ms, 50)), p99_ms=float(np.percentile(ms, 99)), max_ms=float(ms.max()))
+        print(f"  gregor lag ({who}, {len(values)} samples at {result['mb_per_s']:.0f} MB/s acks=1): "
+              f"p50 {fig['p50_mb']:.1f} MB / {fig['p50_ms']:.0f} ms, p99 {fig['p99_mb']:.1f} MB / "
+              f"{fig['p99_ms']:.0f} ms, max {fig['max_mb']:.1f} MB / {fig['max_ms']:.0f} ms", flush=True)
+
+
+# ---- failover -------------------------------------------------------------------------------
+class Prober:
+    """A child producer writing one acks=all record every PROBE_INTERVAL_S; collects the times
+    (CLOCK_MONOTONIC, shared with this process) its writes were acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str, log: Path) -> None:
+        spec = {"mode": "probe", "bootstrap": bootstrap, "topic": topic, "acks": "all", "size": VALUE,
+                "interval": PROBE_INTERVAL_S}
+        self._err = open(log, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(spec)], stdout=subprocess.PIPE,
+                                     stderr=self._err, text=True, cwd=ROOT)
+        self.acks: list[float] = []
+        self.errors: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            parts = line.split()
+            if parts and parts[0] == "ok":
+                self.acks.append(float(parts[1]))
+            elif parts:
+                self.errors.append(line.strip())
+
+    def first_ack_after(self, t: float, timeout: float) -> float | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            i = bisect.bisect_right(self.acks, t)
+            if i < len(self.acks):
+                return self.acks[i]
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the prober exited with {self.proc.returncode}")
+            time.sleep(0.005)
+        return None
+
+    def wait_steady(self, timeout: float = 60.0) -> None:
+        """Until a write was acknowledged in the last half second."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.acks and self.acks[-1] > time.monotonic() - 0.5:
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"the prober's writes are not acknowledged (last errors: {self.errors[-3:]})")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._err.close()
+
+
+def measure_failover(run: Run, broker: str, rnd: int) -> None:
+    kills = run.args.kills if broker == "gregor" else run.args.kafka_kills
+    ctx = gregor_group(run, "failover", FAILOVER_SEGMENT) if broker == "gregor" else kafka_cluster(run, KAFKA_CLUSTER)
+    with ctx as system:
+        create_topics(system.bootstrap, ["probe"], 1, 3)
+        prober = Prober(system.bootstrap, "probe", run.tmp / f"prober-{broker}-{rnd}.log")
+        try:
+            (gregor_kills if broker == "gregor" else kafka_kills)(run, system, prober, rnd, kills)
+        finally:
+            prober.stop()
+
+
+def _kill_figure(run: Run, broker: str, rnd: int, i: int, kills: int, victim: int, elected: int,
+                 t0: float, t_elect: float, t_write: float | None) -> None:
+    if t_write is None:
+        raise RuntimeError(f"no acks=all write acknowledged within 120 s of kill {i + 1}")
+    fig = run.record(kind="failover", broker=broker, round=rnd, kill=i, victim=victim, elected=elected,
+                     to_master_s=t_elect - t0, to_write_s=t_write - t0)
+    print(f"  {broker:6} kill {i + 1}/{kills}: node {victim} -> {elected}: new master/leader after "
+          f"{fig['to_master_s']:.2f} s, acks=all write after {fig['to_write_s']:.2f} s", flush=True)
+
+
+def gregor_kills(run: Run, system: System, prober: Prober, rnd: int, kills: int) -> None:
+    from kazoo.client import KazooClient
+    group = system.group
+    zk = KazooClient(hosts=system.zk_connect, timeout=10)
+    zk.start(30)
+    try:
+        for i in range(kills):
+            group.wait_sync_state_set(3, timeout=180)
+            prober.wait_steady()
+            record = json.loads(zk.get(f"/groups/{group.name}/state")[0])
+            victim = record["master"]
+            t0 = time.monotonic()
+            group.kill(victim)
+            deadline = t0 + 120
+            while True:  # until ZooKeeper names another master that is live
+                record = json.loads(zk.get(f"/groups/{group.name}/state")[0])
+                live = {int(c) for c in zk.get_children("/brokers/ids")}
+                if record["master"] != victim and record["master"] in live:
+                    t_elect = time.monotonic()
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"no new master 120 s after killing node {victim}: {record}, live {live}")
+                time.sleep(0.01)
+            t_write = prober.first_ack_after(t0 + STALE_ACK_S, 120)
+            _kill_figure(run, "gregor", rnd, i, kills, victim, record["master"], t0, t_elect, t_write)
+            group.restart(victim)
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def _kafka_partition(admin: AdminClient, topic: str):
+    meta = admin.list_topics(topic=topic, timeout=2).topics.get(topic)
+    if meta is None or meta.error is not None or 0 not in meta.partitions:
+        return None
+    return meta.partitions[0]
+
+
+def kafka_kills(run: Run, system: System, prober: Prober, rnd: int, kills: int) -> None:
+    cluster = system.group
+    admin = AdminClient({"bootstrap.servers": system.bootstrap, "log_level": 3})
+    for i in range(kills):
+        deadline = time.monotonic() + 180
+        while True:  # a leader and an ISR of 3 again
+            try:
+                part = _kafka_partition(admin, "probe")
+            except KafkaException:
+                part = None
+            if part is not None and part.leader >= 0 and len(part.isrs) == 3:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"partition probe-0 not back to an ISR of 3: {part}")
+            time.sleep(0.2)
+        prober.wait_steady()
+        victim = part.leader
+        t0 = time.monotonic()
+        cluster.kill(victim)
+        deadline = t0 + 120
+        while True:
+            try:
+                part = _kafka_partition(admin, "probe")
+            except KafkaException:
+                part = None
+            if part is not None and part.leader not in (-1, victim):
+                t_elect = time.monotonic()
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no new leader of probe-0 120 s after killing node {victim}: {part}")
+            time.sleep(0.01)
+        t_write = prober.first_ack_after(t0 + STALE_ACK_S, 120)
+        _kill_figure(run, "kafka", rnd, i, kills, victim, part.leader, t0, t_elect, t_write)
+        cluster.restart(victim, timeout=180)
+
+
+# ---- the report -----------------------------------------------------------------------------
+def _fmt(s: Spread | None, digits: int = 0, unit: str = "") -> str:
+    if s is None:
+        return "—"
+    return f"{s.median:,.{digits}f}{unit} ({s.low:,.{digits}f}–{s.high:,.{digits}f})"
+
+
+def _ratio(results: list[dict], num: dict, den: dict, metric: str = "mb_per_s") -> Spread | None:
+    """num / den, both selected by their fields: median over median, range of the per-round ratios."""
+    def pick(sel: dict) -> dict[int, float]:
+        return {r["round"]: r[metric] for r in results
+                if r["kind"] == "produce" and all(r.get(k) == v for k, v in sel.items())}
+    a, b = pick(num), pick(den)
+    if not a or not b:
+        return None
+    paired = [a[k] / b[k] for k in a if b.get(k)]
+    if not paired or not statistics.median(b.values()):
+        return None
+    return Spread(statistics.median(a.values()) / statistics.median(b.values()), min(paired), max(paired),
+                  len(paired))
+
+
+def _label(broker: str) -> str:
+    return "Gregor" if broker == "gregor" else "Kafka 3.9.0"
+
+
+def _verdict(s: Spread | None, goal: float, higher: bool = True) -> str:
+    if s is None:
+        return "not measured"
+    met = s.median >= goal if higher else s.median <= goal
+    return "**met**" if met else "**not met**"
+
+
+def report(run: Run, meta: dict) -> str:
+    args, results = run.args, run.results
+    produced = [r for r in results if r["kind"] == "produce"]
+    brokers = [b for b in ("gregor", "kafka") if any(r["broker"] == b for r in results)]
+    rounds = args.repeat
+    many = {"gregor": args.partitions, "kafka": args.kafka_partitions}
+    lines = [
+        f"Measured {meta['date']} on {meta['machine']} (load average {meta['load_before']:.1f} at the start), "
+        f"{meta['source']}, `{meta['command']}`: {rounds} round(s), each figure the median with the lowest and "
+        f"highest round. {meta['duration']}.",
+        "",
+        "Settings. Every node on 127.0.0.1 of this machine, clients too. Producer: bench/loadgen.py (confluent-kafka "
+        f"{meta['client']}, its own process; 1 KiB values, no key, linger 5 ms, batch.size 1 MB, no compression, "
+        f"round-robin over the partitions), {args.seconds:g} s per case (at most 3 GiB), after a warm-up past the "
+        "first commitlog segment. "
+        f"Gregor: defaults (flush.mode=async{', commitlog.segment.bytes=64 MiB' if args.quick else ''}); a group is 3 "
+        f"nodes with one ZooKeeper 3.8 (bin/zookeeper, tick 500 ms), zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}, "
+        "min.insync.replicas=1 (acks=all waits for the whole sync-state set), topics of replication factor 3; "
+        f"{many['gregor']:,} partitions are topics of 1,000. "
+        f"Kafka 3.9.0: KRaft, every node broker and controller, {NODE_HEAP} heap per JVM (the single node too); the "
+        "cluster is tests/oracle/kafka_cluster.py (internal topics RF 3, min.insync.replicas=2), "
+        f"broker.session.timeout.ms={SESSION_TIMEOUT_MS} (default 9000, set as Gregor's session timeout), topics RF 3. "
+        f"Kafka's many-partition case is {many['kafka']:,} partitions"
+        + (" (10,000 at RF=3 is 30,000 replicas in three 512 MB JVMs on 2 cores; bench/run.py measured a single "
+           "Kafka at 3,662 records/s at 10,000 partitions)" if many["kafka"] < 10_000 else "") + ".",
+        "",
+        "### Produce throughput",
+        "",
+        "| broker | nodes | acks | partitions | MB/s | records/s | of 1 node | broker CPU s/GB (all nodes) |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for b in brokers:
+        for n in (1, many[b]):
+            for nodes, acks in ((1, "1"), (3, "1"), (3, "all")):
+                sel = [r for r in produced if r["broker"] == b and r["partitions"] == n and r["nodes"] == nodes
+                       and r["acks"] == acks]
+                if not sel:
+                    continue
+                of = _ratio(results, {"broker": b, "partitions": n, "nodes": nodes, "acks": acks},
+                            {"broker": b, "partitions": n, "nodes": 1, "acks": "1"})
+                lines.append(f"| {_label(b)} | {nodes} | {acks} | {n:,} | {_fmt(spread(r['mb_per_s'] for r in sel))} | "
+                             f"{_fmt(spread(r['msgs_per_s'] for r in sel))} | {_fmt(of, 2, 'x')} | "
+                             f"{_fmt(spread(r['cpu_s_per_gb'] for r in sel if r['cpu_s_per_gb'] is not None), 1)} |")
+    shrunk = [r for r in produced if r["broker"] == "gregor" and r["acks"] == "all" and r.get("sync_state_set") is not None
+              and len(r["sync_state_set"]) < 3]
+    if shrunk:
+        lines += ["", f"In {len(shrunk)} Gregor acks=all case(s) the sync-state set had fewer than 3 nodes at the end: "
+                  "acks=all then waited for fewer followers."]
+    failures = [r for r in produced if r["failed"] or r["undelivered"]]
+    if failures:
+        lines += ["", "Records not delivered: " + "; ".join(
+            f"{_label(r['broker'])} {r['nodes']} node(s) acks={r['acks']} {r['partitions']:,} partitions round "
+            f"{r['round'] + 1}: {r['failed']} failed, {r['undelivered']} undelivered" for r in failures) + "."]
+
+    lags = [r for r in results if r["kind"] == "lag"]
+    if lags:
+        lines += ["", "### Follower lag under load (Gregor)", "",
+                  f"The 3-node group, acks=1 at full speed to one partition for {args.seconds:g} s; each node's "
+                  f"/metrics read every {LAG_INTERVAL_S * 1000:.0f} ms. Behind: the master's log end (the producer's "
+                  f"delivery reports, every {LAG_MARK_EVERY}th record) minus the node's high watermark, in records x 1 KiB, "
+                  "and how long before the sample the master had reached that position. A follower's high watermark is "
+                  "what it holds and knows committed, so it trails its own log end by up to one replication round trip.",
+                  "", "| whose high watermark | produce MB/s | p50 behind | p99 behind | max behind |",
+                  "|---|---:|---:|---:|---:|"]
+        for who, text in (("follower", "followers'"), ("master", "master's (what the sync-state set holds)")):
+            sel = [r for r in lags if r["who"] == who]
+            if sel:
+                cells = [f"{_fmt(spread(r[f'{q}_mb'] for r in sel), 1, ' MB')}, "
+                         f"{_fmt(spread(r[f'{q}_ms'] for r in sel), 0, ' ms')}" for q in ("p50", "p99", "max")]
+                lines.append(f"| {text} | {_fmt(spread(r['mb_per_s'] for r in sel))} | " + " | ".join(cells) + " |")
+
+    latency = [r for r in results if r["kind"] == "latency"]
+    if latency:
+        lines += ["", "### Produce latency", "",
+                  f"{LATENCY_RATE:,} records/s of 1 KiB to one partition, linger 0 (one record per request), "
+                  f"{min(args.seconds, 10.0):g} s: produce() to the delivery report.", "",
+                  "| broker | nodes | acks | p50 ms | p99 ms |", "|---|---:|---|---:|---:|"]
+        for b in brokers:
+            for nodes, acks in ((1, "1"), (3, "1"), (3, "all")):
+                sel = [r for r in latency if r["broker"] == b and r["nodes"] == nodes and r["acks"] == acks]
+                if sel:
+                    lines.append(f"| {_label(b)} | {nodes} | {acks} | {_fmt(spread(r['p50_ms'] for r in sel), 2)} | "
+                                 f"{_fmt(spread(r['p99_ms'] for r in sel), 2)} |")
+
+    kills = [r for r in results if r["kind"] == "failover"]
+    per_round: dict[str, dict[str, list[float]]] = {}
+    if kills:
+        lines += ["", "### Failover", "",
+                  "A fresh 3-node group per round (Gregor: commitlog.segment.bytes=64 MiB) with a 1-partition topic of RF 3 "
+                  f"and a prober writing one acks=all record every {PROBE_INTERVAL_S * 1000:.0f} ms (librdkafka defaults "
+                  "otherwise). Each kill: SIGKILL of the master (Kafka: of the partition leader's node), with a full "
+                  "sync-state set (ISR of 3) before; the time until ZooKeeper names another live master (Kafka: until "
+                  "Metadata names another leader), and until the prober's next write is acknowledged; then the node is "
+                  "restarted. p50 and max are per round, each given as the median over the rounds with their range.",
+                  "", "| broker | kills | new master p50 | new master max | acks=all write p50 | acks=all write max |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for b in brokers:
+            sel = [r for r in kills if r["broker"] == b]
+            if not sel:
+                continue
+            by_round: dict[int, list[dict]] = {}
+            for r in sel:
+                by_round.setdefault(r["round"], []).append(r)
+            stats = {f"{m}_{q}": [fn([r[m] for r in rs]) for rs in by_round.values()]
+                     for m in ("to_master_s", "to_write_s") for q, fn in (("p50", statistics.median), ("max", max))}
+            per_round[b] = stats
+            lines.append(f"| {_label(b)} | {len(sel)} | " + " | ".join(
+                _fmt(spread(stats[k]), 2, " s") for k in ("to_master_s_p50", "to_master_s_max",
+                                                          "to_write_s_p50", "to_write_s_max")) + " |")
+
+    lines += ["", "### Targets", "", "| target | measured | |", "|---|---:|---|"]
+    g_many = many["gregor"]
+    for n in (1, g_many):
+        s = _ratio(results, {"broker": "gregor", "partitions": n, "nodes": 3, "acks": "all"},
+                   {"broker": "gregor", "partitions": n, "nodes": 1, "acks": "1"})
+        lines.append(f"| Gregor acks=all RF=3 ≥ 50% of RF=1, {n:,} partition(s) | {_fmt(s, 2, 'x')} | {_verdict(s, 0.5)} |")
+    for acks in ("all", "1"):
+        s = _ratio(results, {"broker": "gregor", "partitions": g_many, "nodes": 3, "acks": acks},
+                   {"broker": "gregor", "partitions": 1, "nodes": 3, "acks": acks})
+        single = _ratio(results, {"broker": "gregor", "partitions": g_many, "nodes": 1, "acks": "1"},
+                        {"broker": "gregor", "partitions": 1, "nodes": 1, "acks": "1"})
+        lines.append(f"| Gregor replicated (acks={acks}) at {g_many:,} partitions ≥ 90% of at 1 partition | "
+                     f"{_fmt(s, 2, 'x')} (one node: {_fmt(single, 2, 'x')}) | {_verdict(s, 0.9)} |")
+    g = per_round.get("gregor")
+    for key, text in (("to_write_s_p50", "kill to first acks=all write"), ("to_master_s_p50", "kill to new master")):
+        s = spread(g[key]) if g else None
+        lines.append(f"| Gregor failover p50 ≤ 5 s ({text}) | {_fmt(s, 2, ' s')} | {_verdict(s, 5.0, higher=False)} |")
+    for n in (1, many["kafka"]):
+        s = _ratio(results, {"broker": "kafka", "partitions": n, "nodes": 3, "acks": "all"},
+                   {"broker": "kafka", "partitions": n, "nodes": 1, "acks": "1"})
+        if s is not None:
+            lines.append(f"| (Kafka, for comparison) acks=all RF=3 of RF=1, {n:,} partition(s) | {_fmt(s, 2, 'x')} | |")
+    s = _ratio(results, {"broker": "kafka", "partitions": many["kafka"], "nodes": 3, "acks": "all"},
+               {"broker": "kafka", "partitions": 1, "nodes": 3, "acks": "all"})
+    if s is not None:
+        lines.append(f"| (Kafka) replicated (acks=all) at {many['kafka']:,} partitions of at 1 partition | "
+                     f"{_fmt(s, 2, 'x')} | |")
+    if "kafka" in per_round:
+        s = spread(per_round["kafka"]["to_write_s_p50"])
+        lines.append(f"| (Kafka) failover p50, kill to first acks=all write | {_fmt(s, 2, ' s')} | |")
+
+    notes = list(run.skipped) + [f"Failed: {e}" for e in run.errors]
+    if notes:
+        lines += ["", "Not measured in this run: " + " ".join(notes)]
+    return "\n".join(lines)
+
+
+# ---- the run --------------------------------------------------------------------------------
+def _source() -> str:
+    def git(*argv: str) -> str:
+        out = subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True, check=False)
+        return out.stdout.strip() if out.returncode == 0 else ""
+    commit = git("rev-parse", "--short", "HEAD")
+    if not commit:
+        return f"source tree {ROOT}"
+    dirty = git("status", "--porcelain", "--", "broker", "store", "protocol")
+    return f"commit {commit}" + (" with uncommitted changes in broker/store/protocol" if dirty else "")
+
+
+def guarded(run: Run, title: str, measure, *argv) -> None:
+    """One broken setup must not lose the others' figures: report it and go on."""
+    started = time.monotonic()
+    print(f"{title} (load {os.getloadavg()[0]:.2f})", flush=True)
+    try:
+        measure(run, *argv)
+    except (RuntimeError, OSError, subprocess.SubprocessError, KafkaException, AssertionError, ValueError) as exc:
+        text = str(exc).strip()
+        print(f"  FAILED: {text[-3000:]}", flush=True)
+        run.errors.append(f"{title}: {text.splitlines()[0][:300] if text else type(exc).__name__}.")
+    print(f"  ({time.monotonic() - started:.0f} s)", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=None, help="per throughput case (default 10; --quick 3)")
+    parser.add_argument("--gregor-only", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 3 s cases, 64 MiB segments, few kills")
+    parser.add_argument("--no-docs", action="store_true")
+    parser.add_argument("--kills", type=int, default=None, help="Gregor master kills per round (default 20; --quick 3)")
+    parser.add_argument("--kafka-kills", type=int, default=None,
+                        help="Kafka leader kills per round (default 7: 21 over 3 rounds; --quick 2)")
+    parser.add_argument("--partitions", type=int, default=10_000, help="Gregor's many-partition case")
+    parser.add_argument("--kafka-partitions", type=int, default=1_000, help="Kafka's many-partition case")
+    parser.add_argument("--json", type=Path, help="also write every figure to this file")
+    args = parser.parse_args()
+    args.seconds = args.seconds or (3.0 if args.quick else 10.0)
+    args.kills = args.kills if args.kills is not None else (3 if args.quick else 20)
+    args.kafka_kills = args.kafka_kills if args.kafka_kills is not None else (2 if args.quick else 7)
+    for name in ("partitions", "kafka_partitions"):
+        n = getattr(args, name)
+        if n > TOPIC_PARTITION_LIMIT and n % TOPIC_PARTITION_LIMIT:
+            parser.error(f"--{name.replace('_', '-')} above {TOPIC_PARTITION_LIMIT:,} must be a multiple of it")
+
+    from both_brokers import compared
+    from tests.cluster.conftest import ZOOKEEPER_JAR, ZooKeeperProcess
+    if not ZOOKEEPER_JAR.exists() or shutil.which("java") is None:
+        print("ZooKeeper is not installed (bin/setup-zookeeper: apt-get install zookeeper)", file=sys.stderr)
+        return 1
+    brokers = compared(args.gregor_only)
+    tmp = Path(tempfile.mkdtemp(prefix="gregor-replication-"))
+    run = Run(args, tmp)
+    kafka_steps = ["single", "replicated", "failover"]
+    if args.gregor_only:
+        run.skipped.append("Apache Kafka (--gregor-only).")
+    elif "kafka" not in brokers:
+        import kafka_process
+        run.skipped.append(f"Apache Kafka: {kafka_process.unavailable()}.")
+    else:
+        why = kafka_cluster_available()
+        if why:
+            kafka_steps = ["single"]
+            run.skipped.append(f"Kafka's 3-node cluster and failover: {why}.")
+    free_gb = shutil.disk_usage(tmp).free / 1e9
+    if free_gb < 45 and not args.quick:
+        print(f"warning: {free_gb:.0f} GB free under {tmp}; a 3-node group holds up to ~40 GB at once", flush=True)
+    command = "bench/replication_bench.py" + "".join(
+        f" {a}" for a in sys.argv[1:] if a not in ("--no-docs",))
+    meta = {"date": time.strftime("%Y-%m-%d"), "load_before": os.getloadavg()[0], "source": _source(),
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, "
+                       f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB",
+            "client": __import__("confluent_kafka").version()[0] + " / librdkafka "
+                      + __import__("confluent_kafka").libversion()[0],
+            "command": command}
+    started = time.monotonic()
+    steps = {"single": measure_single, "replicated": measure_replicated, "failover": measure_failover}
+    try:
+        run.zk = ZooKeeperProcess(tmp / "zookeeper" / "data")
+        (tmp / "zookeeper").mkdir(parents=True)
+        run.zk.start()
+        for rnd in range(args.repeat):
+            order = brokers if rnd % 2 == 0 else brokers[::-1]
+            for broker in order:
+                names = ["single", "replicated", "failover"] if broker == "gregor" else kafka_steps
+                if rnd % 2:
+                    names = [n for n in ("replicated", "single", "failover") if n in names]
+                for name in names:
+                    guarded(run, f"round {rnd + 1}/{args.repeat}, {broker}, {name} "
+                            f"(at {time.monotonic() - started:.0f} s)", steps[name], broker, rnd)
+    finally:
+        if run.zk is not None:
+            run.zk.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    minutes = (time.monotonic() - started) / 60
+    meta["duration"] = f"The run took {minutes:.0f} min"
+    text = report(run, meta)
+    print(text)
+    if args.json:
+        args.json.write_text(json.dumps({"meta": meta, "results": run.results, "errors": run.errors,
+                                         "skipped": run.skipped}, indent=1))
+    if not args.no_docs:
+        replace_section(ROOT / "docs" / "benchmarks.md", *SECTION, "## Replication (issue 18)\n\n" + text)
+    return 1 if run.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""Several broker groups in one cluster: a topic's partitions spread over the groups, each served
+by its group's master; consumer-group and transaction coordinators spread over the groups'
+masters; new partitions placed, topics deleted everywhere; transactions whose partitions lie in
+several groups commit and abort as one; a failover in one group leaves the other serving."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from kafka import KafkaAdminClient, KafkaConsumer
+from kafka.admin import NewPartitions, NewTopic
+from kafka.protocol.metadata import FindCoordinatorRequest
+
+from compat_tests.clients import Message, make_client
+from tests.broker.wire import WireClient
+
+pytestmark = pytest.mark.clients
+
+
+@pytest.fixture
+def two_groups(broker_group):
+    """Groups a (nodes 1, 2) and b (nodes 3, 4) under one ZooKeeper chroot."""
+    a = broker_group(2, "a", first_id=1)
+    b = broker_group(2, "b", first_id=3)
+    return a, b
+
+
+def bootstrap(*groups) -> str:
+    return ",".join(g.bootstrap for g in groups)
+
+
+def describe(boot: str, topic: str) -> list[dict]:
+    admin = KafkaAdminClient(bootstrap_servers=boot)
+    try:
+        return sorted(admin.describe_topics([topic])[0]["partitions"], key=lambda p: p["partition_index"])
+    finally:
+        admin.close()
+
+
+def create(boot: str, topic: str, partitions: int, rf: int = 2) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=boot, request_timeout_ms=20000)
+    try:
+        admin.create_topics([NewTopic(topic, partitions, rf)])
+    finally:
+        admin.close()
+
+
+def wait_described(boot: str, topic: str, partitions: int, timeout: float = 30) -> list[dict]:
+    import time
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            parts = describe(boot, topic)
+        except Exception:  # noqa: BLE001 - not everywhere yet
+            parts = []
+        if len(parts) == partitions and all(p["leader_id"] >= 0 for p in parts):
+            return parts
+        assert time.monotonic() < deadline, f"{topic} not served with {partitions} partitions"
+        time.sleep(0.3)
+
+
+def test_partitions_spread_over_the_groups_each_served_by_its_master(two_groups):
+    a, b = two_groups
+    boot = bootstrap(a, b)
+    create(boot, "spread", 4)
+    parts = wait_described(boot, "spread", 4)
+    masters = {a.master(), b.master()}
+    assert {p["leader_id"] for p in parts} == masters
+    for p in parts:
+        group = a if p["leader_id"] in a.nodes else b
+        assert sorted(p["replica_nodes"]) == sorted(group.nodes) and sorted(p["isr_nodes"]) == sorted(group.nodes)
+    client = make_client("kafka-python", boot)
+    sent = [Message(f"v{i}".encode(), partition=i % 4) for i in range(200)]
+    client.produce("spread", sent)
+    got = [r.value for p in range(4) for r in client.consume("spread", [p], "earliest", timeout=30)]
+    assert sorted(got) == sorted(m.value for m in sent)
+    # a node of group a refuses a partition of group b
+    b_partition = next(p["partition_index"] for p in parts if p["leader_id"] in b.nodes)
+    only_a = make_client("confluent-kafka", a.address(a.master()))  # is told where the partition's leader is
+    assert only_a.produce("spread", [Message(b"routed", partition=b_partition)])
+
+
+def test_coordinators_spread_over_the_groups_masters_and_offsets_commit_there(two_groups):
+    a, b = two_groups
+    boot = bootstrap(a, b)
+    create(boot, "coordinated", 2)
+    wait_described(boot, "coordinated", 2)
+    wire = WireClient(a.address(1))
+    coordinators = {}
+    for i in range(40):
+        key = f"group-{i}"
+        r = wire.request(FindCoordinatorRequest[3](key=key, key_type=0))
+        assert r.error_code == 0, r
+        coordinators[key] = r.node_id
+    wire.close()
+    assert set(coordinators.values()) == {a.master(), b.master()}
+    make_client("kafka-python", boot).produce("coordinated", [Message(f"m{i}".encode(), partition=i % 2)
+                                                               for i in range(20)])
+    on_b = next(k for k, node in coordinators.items() if node in b.nodes)
+    on_a = next(k for k, node in coordinators.items() if node in a.nodes)
+    for group_id in (on_a, on_b):
+        consumer = KafkaConsumer("coordinated", bootstrap_servers=boot, group_id=group_id,
+                                 auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=8000)
+        seen = sum(1 for _ in consumer)
+        consumer.commit()
+        consumer.close()
+        assert seen == 20
+        again = KafkaConsumer("coordinated", bootstrap_servers=boot, group_id=group_id,
+                              auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=4000)
+        assert sum(1 for _ in again) == 0  # resumes from the committed offsets
+        again.close()
+
+
+def test_new_partitions_are_placed_and_deleted_topics_go_everywhere(two_groups):
+    a, b = two_groups
+    boot = bootstrap(a, b)
+    create(boot, "growing", 2)
+    wait_described(boot, "growing", 2)
+    admin = KafkaAdminClient(bootstrap_servers=boot)
+    try:
+        admin.create_partitions({"growing": NewPartitions(6)})
+        parts = wait_described(boot, "growing", 6)
+        assert {p["leader_id"] for p in parts} == {a.master(), b.master()}
+        client = make_client("kafka-python", boot)
+        client.produce("growing", [Message(f"p{i}".encode(), partition=i) for i in range(6)])
+        assert all(len(client.consume("growing", [i], "earliest", timeout=30)) == 1 for i in range(6))
+        admin.delete_topics(["growing"])
+    finally:
+        admin.close()
+    import time
+    deadline = time.monotonic() + 30
+    while any("growing" in KafkaAdminClient(bootstrap_servers=g.address(g.master())).list_topics() for g in (a, b)):
+        assert time.monotonic() < deadline, "the topic is still listed"
+        time.sleep(0.5)
+
+
+def test_a_transaction_over_partitions_of_both_groups_commits_and_aborts_as_one(two_groups):
+    a, b = two_groups
+    boot = bootstrap(a, b)
+    create(boot, "txn-spread", 4)
+    parts = wait_described(boot, "txn-spread", 4)
+    assert len({p["leader_id"] for p in parts}) == 2
+    producer = Producer({"bootstrap.servers": boot, "transactional.id": f"t-{uuid.uuid4().hex[:6]}",
+                         "transaction.timeout.ms": 30000})
+    producer.init_transactions(30)
+    for commit in (True, False):
+        producer.begin_transaction()
+        for i in range(8):
+            producer.produce("txn-spread", value=f"{'c' if commit else 'a'}{i}".encode(), partition=i % 4)
+        producer.flush(30)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    consumer = Consumer({"bootstrap.servers": boot, "group.id": f"r-{uuid.uuid4().hex[:6]}",
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe(["txn-spread"])
+    values = []
+    import time
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline and len(values) < 8:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            values.append(msg.value())
+    time.sleep(2)
+    while (msg := consumer.poll(0.5)) is not None:
+        if not msg.error():
+            values.append(msg.value())
+    consumer.close()
+    assert sorted(values) == sorted(f"c{i}".encode() for i in range(8))
+
+
+def test_a_failover_in_one_group_leaves_the_other_serving(two_groups):
+    a, b = two_groups
+    boot = bootstrap(a, b)
+    create(boot, "independent", 2)
+    parts = wait_described(boot, "independent", 2)
+    on_a = next(p["partition_index"] for p in parts if p["leader_id"] in a.nodes)
+    on_b = next(p["partition_index"] for p in parts if p["leader_id"] in b.nodes)
+    client = make_client("kafka-python", boot)
+    client.produce("independent", [Message(b"a-before", partition=on_a), Message(b"b-before", partition=on_b)])
+    old = b.master()
+    b.kill(old)
+    assert client.produce("independent", [Message(b"a-during", partition=on_a)])  # group a never stopped
+    b.master(other_than=old)
+    client.produce("independent", [Message(b"b-after", partition=on_b)])
+    assert [r.value for r in client.consume("independent", [on_a], "earliest", timeout=30)] == [b"a-before", b"a-during"]
+    assert [r.value for r in client.consume("independent", [on_b], "earliest", timeout=30)] == [b"b-before", b"b-after"]
