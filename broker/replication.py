@@ -9,7 +9,8 @@ The wire, big-endian (Gregor's own, between Gregor nodes only):
   follower -> master, once:  HELLO   magic "GRHA" | version u8 | node id i32 | last master epoch i32 | log end i64
   master -> follower, once:  WELCOME status i8 (0: ok, 1: not the master) | epoch i32 | truncate to i64
   follower -> master:        FETCH   position i64
-  master -> follower:        CHUNK   start i64 | high watermark position i64 | length i32 | entries
+  master -> follower:        CHUNK   start i64 | high watermark position i64 | log start position i64 |
+                                     length i32 | entries
 This module moves bytes; what they mean for the group (progress, the sync-state set, roles) is
 broker/cluster.py's, and the truncation point broker/cluster_state.py's.
 """
@@ -34,7 +35,7 @@ VERSION = 1
 HELLO = struct.Struct(">4sBiiq")
 WELCOME = struct.Struct(">biq")
 FETCH = struct.Struct(">q")
-CHUNK = struct.Struct(">qqi")
+CHUNK = struct.Struct(">qqqi")
 OK, NOT_MASTER = 0, 1
 CHUNK_BYTES = 4 << 20  # at most this much per answer: big sequential copies, bounded memory
 IDLE_WAIT_S = 0.05  # an idle follower's ask is answered empty after this (state writes wake nothing)
@@ -91,7 +92,7 @@ async def _ship(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
             if cluster.leading_epoch != epoch:
                 break
             start, data = await trio.to_thread.run_sync(store.read_log, position, CHUNK_BYTES)
-            await stream.send_all(CHUNK.pack(start, cluster.hw_position, len(data)) + data)
+            await stream.send_all(CHUNK.pack(start, cluster.hw_position, store.log_start_position, len(data)) + data)
     finally:
         cluster.disconnected(node)
 
@@ -132,11 +133,15 @@ async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
         await trio.to_thread.run_sync(store.truncate_log, truncate_to)
     position = store.log_end_position
     cluster.following_position = position
+    retained_from = store.log_start_position
     while True:
         await stream.send_all(FETCH.pack(position))
-        start, hw_position, length = CHUNK.unpack(await receive_exactly(stream, CHUNK.size))
+        start, hw_position, master_start, length = CHUNK.unpack(await receive_exactly(stream, CHUNK.size))
         if length:
             data = await receive_exactly(stream, length)
             position = await trio.to_thread.run_sync(store.append_replicated, start, data)
             cluster.following_position = position
         store.replicated_to(min(hw_position, position))
+        if master_start > retained_from:  # the master's retention deleted segments: so does this log
+            retained_from = master_start
+            await trio.to_thread.run_sync(store.follow_retention, master_start)

@@ -436,6 +436,26 @@ class Store:
         if count:  # live state records and compacted batches in those segments are appended again first
             boundary = self._carry_state(boundary)
             boundary = self.cleaner.carry(boundary)
+        count = self._drop_segments_below(boundary)
+        moved = self._topic_retention(now_ms, segment_ms)
+        if count or moved:
+            self.write_checkpoint()
+        return count
+
+    def follow_retention(self, master_start: int) -> int:
+        """A follower deletes the segments wholly below its master's first commitlog position:
+        the master's retention deleted them, and carried their live state records (shipped
+        since). Returns how many segments went."""
+        if not self.following:
+            return 0
+        count = self._drop_segments_below(master_start)
+        if count:
+            self.write_checkpoint()
+        return count
+
+    def _drop_segments_below(self, boundary: int) -> int:
+        """Delete the commitlog segments that end at or below `boundary`; queues, the key index
+        and log starts follow. The unlinks happen outside the append lock."""
         with self._lock:
             count = sum(1 for seg in self._log.segments if seg.end <= boundary)
             gone = self._log.detach_oldest(count) if count else []
@@ -456,9 +476,6 @@ class Store:
             for seg in gone:
                 seg.drop(unlink=True)
             log.info("retention deleted %d commitlog segment(s); log now starts at %d", count, min_position)
-        moved = self._topic_retention(now_ms, segment_ms)
-        if count or moved:
-            self.write_checkpoint()
         return count
 
     def _delete_floor(self) -> int:

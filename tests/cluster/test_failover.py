@@ -258,3 +258,28 @@ def test_consumer_group_offsets_survive_failover(broker_group):
     for r in make_client("kafka-python", group.bootstrap).consume("offsets", [0], 12, timeout=30):
         counts[r.value] += 1
     assert sorted(counts) == sorted(f"m{i}".encode() for i in range(12, 20))
+
+
+def test_followers_delete_the_segments_the_masters_retention_deleted(broker_group):
+    """Retention runs on the master (followers write nothing of their own); followers drop the
+    segments below the master's first position, so their disks do not grow without bound."""
+    group = broker_group(3, **{"commitlog.segment.bytes": str(256 * 1024), "message.max.bytes": "65536",
+                               "log.retention.bytes": str(512 * 1024), "log.retention.check.interval.ms": "300"})
+    create_topic(group, "retained", partitions=1)
+    client = make_client("kafka-python", group.bootstrap)
+    for round_ in range(8):
+        client.produce("retained", [Message(bytes(1000) + f"{round_}-{i}".encode(), partition=0) for i in range(200)])
+    master = group.master()
+
+    def first_segment(node: int) -> str:
+        return min(p.name for p in (group.nodes[node].data_dir / "commitlog").iterdir())
+
+    deadline = time.monotonic() + 30
+    while first_segment(master) == "0" * 20:
+        assert time.monotonic() < deadline, "the master's retention deleted nothing"
+        time.sleep(0.3)
+    client.produce("retained", [Message(b"after", partition=0)])  # the followers hear of it with the next chunk
+    deadline = time.monotonic() + 30
+    while any(first_segment(n) < first_segment(master) for n in group.nodes if n != master):
+        assert time.monotonic() < deadline, {n: first_segment(n) for n in group.nodes}
+        time.sleep(0.3)
