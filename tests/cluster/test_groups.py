@@ -170,6 +170,7 @@ def test_a_transaction_over_partitions_of_both_groups_commits_and_aborts_as_one(
     assert sorted(values) == sorted(f"c{i}".encode() for i in range(8))
 
 
+@pytest.mark.crash
 def test_a_failover_in_one_group_leaves_the_other_serving(two_groups):
     a, b = two_groups
     boot = bootstrap(a, b)
