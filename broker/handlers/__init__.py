@@ -64,9 +64,10 @@ def register(api_key: int, handler: Handler) -> None:
 # transaction coordination, and every change of topics, configs, ACLs and credentials. Clients
 # send these to the coordinator FindCoordinator names and the controller Metadata names, both the
 # master; one that reaches a follower (stale metadata during a failover) has its connection
-# closed, and the client looks the coordinator or controller up again.
-MASTER_ONLY = frozenset({8, 9, 11, 12, 13, 14, 15, 16, 19, 20, 21, 22, 24, 25, 26, 27, 28, 30, 31, 33, 37, 42,
-                         44, 51, 65, 66})
+# closed, and the client looks the coordinator or controller up again. ListGroups and
+# ListTransactions, which clients send to every node, are answered by a follower: with none.
+MASTER_ONLY = frozenset({8, 9, 11, 12, 13, 14, 15, 19, 20, 21, 22, 24, 25, 26, 27, 28, 30, 31, 33, 37, 42, 44,
+                         51, 65})
 
 
 # Requests of one consumer group or transactional id (the key FindCoordinator was asked for): with

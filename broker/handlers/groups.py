@@ -261,7 +261,9 @@ async def handle_list_groups(broker: Broker, request: Request):
     listed = []
     every = broker.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME)  # else only the groups it may Describe
     if types is None or CLASSIC_GROUP_TYPE in types:
-        for group_id, protocol_type, state in broker.coordinator.list_groups():
+        # a cluster's clients ask every node and merge the answers: a follower coordinates none
+        following = broker.cluster is not None and not broker.cluster.leading
+        for group_id, protocol_type, state in [] if following else broker.coordinator.list_groups():
             if not every and not broker.allowed(Op.DESCRIBE, Res.GROUP, group_id):
                 continue
             if states is None or state.lower() in states:

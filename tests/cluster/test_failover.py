@@ -5,6 +5,9 @@ the new master never had, catches up and rejoins the set."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -16,6 +19,7 @@ from kafka.errors import NotEnoughReplicasError
 
 from compat_tests.clients import CLIENT_NAMES, ClientError, Message, Unsupported, make_client
 from tests.cluster.conftest import SESSION_TIMEOUT_MS, BrokerGroup
+from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.crash, pytest.mark.clients]
 PARTITIONS = 3
@@ -283,3 +287,27 @@ def test_followers_delete_the_segments_the_masters_retention_deleted(broker_grou
     while any(first_segment(n) < first_segment(master) for n in group.nodes if n != master):
         assert time.monotonic() < deadline, {n: first_segment(n) for n in group.nodes}
         time.sleep(0.3)
+
+
+def test_gregor_group_list_and_describe_work_against_a_cluster(broker_group):
+    """The operator's commands: groups are listed on every node (followers list none) and
+    described at their coordinator, the master."""
+    group = broker_group(3)
+    create_topic(group, "listed", partitions=1)
+    make_client("kafka-python", group.bootstrap).produce("listed", [Message(b"x", partition=0)])
+    from kafka import KafkaConsumer
+    consumer = KafkaConsumer("listed", bootstrap_servers=group.bootstrap, group_id="listed-group",
+                             auto_offset_reset="earliest", consumer_timeout_ms=5000)
+    assert sum(1 for _ in consumer) == 1
+    consumer.commit()
+    consumer.close()
+
+    def gregor(*args: str) -> list:
+        done = subprocess.run([sys.executable, "-m", "broker", *args, "--bootstrap", group.bootstrap,
+                               "--output", "json"], check=False, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    assert [g["group"] for g in gregor("group", "list")] == ["listed-group"]
+    described = gregor("group", "describe", "listed-group")
+    assert json.dumps(described).count('"listed"') >= 1
