@@ -76,7 +76,6 @@ class Cluster:
         self.leading_epoch: int | None = None
         self.sync: SyncState | None = None
         self.hw_position = 0  # what every member of the sync-state set holds (master)
-        self.following_position = 0  # where this follower's log ends
         self._following: tuple[int, int] | None = None  # (master, epoch) followed
         self._follow_scope: trio.CancelScope | None = None
         self._follow_done: trio.Event | None = None
@@ -88,6 +87,8 @@ class Cluster:
         self._grew = trio.Event()
         self._token: trio.lowlevel.TrioToken | None = None
         self._session: int | None = None  # the ZooKeeper session this node's live znode belongs to
+        self._info: dict = {}  # this node's registration (run)
+        self._nursery: trio.Nursery | None = None  # the role task's (run)
 
     # ---- what handlers ask ----------------------------------------------------------------
     @property
@@ -307,6 +308,13 @@ class Cluster:
         if self.hw_position < position:
             return ErrorCode.REQUEST_TIMED_OUT
         return ErrorCode.NONE
+
+    def follower_lag(self) -> dict[int, int]:
+        """On the master: each follower's distance, in commitlog bytes, from the log end."""
+        if self.sync is None:
+            return {}
+        end = self.store.log_end_position
+        return {node: max(end - p.position, 0) for node, p in self.sync.followers.items()}
 
     def in_sync(self) -> int:
         return len(self.sync.sync_state_set) if self.sync is not None else 0

@@ -10,6 +10,7 @@ import struct
 import trio
 from kafka.protocol.producer import WriteTxnMarkersRequest
 
+from broker.replication import ProtocolError, receive_exactly
 from store import StoreError
 
 TIMEOUT_S = 15.0
@@ -36,9 +37,9 @@ async def write_txn_markers(endpoint: tuple[str, int], partitions: list[tuple[st
             stream = await trio.open_tcp_stream(*endpoint)
             async with stream:
                 await stream.send_all(bytes(request.encode(header=True, framed=True)))
-                size = _SIZE.unpack(await _receive(stream, 4))[0]
-                frame = await _receive(stream, size)
-    except (OSError, trio.TooSlowError, trio.BrokenResourceError, EOFError) as exc:
+                size = _SIZE.unpack(await receive_exactly(stream, 4))[0]
+                frame = await receive_exactly(stream, size)
+    except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError) as exc:
         raise MarkersNotWritten(f"transaction markers to {endpoint[0]}:{endpoint[1]}: {exc!r}") from exc
     response = request.header.get_response_class().decode(frame, version=1, header=True)
     failed = [(t.name, p.partition_index, p.error_code) for m in response.markers for t in m.topics
@@ -46,12 +47,3 @@ async def write_txn_markers(endpoint: tuple[str, int], partitions: list[tuple[st
     if failed:
         raise MarkersNotWritten(f"transaction markers refused by {endpoint[0]}:{endpoint[1]}: {failed}")
 
-
-async def _receive(stream: trio.SocketStream, size: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < size:
-        chunk = await stream.receive_some(size - len(buf))
-        if not chunk:
-            raise EOFError("the peer closed the connection")
-        buf += chunk
-    return bytes(buf)

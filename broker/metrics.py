@@ -93,6 +93,7 @@ class _StateCollector(Collector):
                 start.add_metric([meta.name, str(p)], store.log_start_offset(meta.name, p))
         yield end
         yield start
+        yield from _replication(self.broker)
         lag = GaugeMetricFamily("gregor_group_lag", "End offset minus the group's committed offset",
                                 labels=["group", "topic", "partition"])
         coordinator = self.broker.coordinator
@@ -104,3 +105,21 @@ class _StateCollector(Collector):
                     if hw is not None and offset >= 0:
                         lag.add_metric([group, topic, str(partition)], max(hw - offset, 0))
         yield lag
+
+
+def _replication(broker: Broker) -> Iterator[Metric]:
+    """A broker group's node (docs/replication.md): its role and, on the master, how far each
+    follower is behind."""
+    cluster = broker.cluster
+    if cluster is None:
+        return
+    yield GaugeMetricFamily("gregor_replication_master", "1 while this node is its broker group's master",
+                            value=1 if cluster.leading else 0)
+    yield GaugeMetricFamily("gregor_replication_sync_state_set_size", "Nodes in the group's sync-state set (ISR)",
+                            value=len(cluster.sync_state_set))
+    behind = GaugeMetricFamily("gregor_replication_follower_lag_bytes",
+                               "Master's commitlog end minus the position a follower last asked from",
+                               labels=["node"])
+    for node, bytes_behind in cluster.follower_lag().items():
+        behind.add_metric([str(node)], bytes_behind)
+    yield behind

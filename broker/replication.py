@@ -132,7 +132,6 @@ async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
                     "what follows", store.log_end_position, truncate_to, node, epoch)
         await trio.to_thread.run_sync(store.truncate_log, truncate_to)
     position = store.log_end_position
-    cluster.following_position = position
     retained_from = store.log_start_position
     while True:
         await stream.send_all(FETCH.pack(position))
@@ -140,7 +139,6 @@ async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
         if length:
             data = await receive_exactly(stream, length)
             position = await trio.to_thread.run_sync(store.append_replicated, start, data)
-            cluster.following_position = position
         store.replicated_to(min(hw_position, position))
         if master_start > retained_from:  # the master's retention deleted segments: so does this log
             retained_from = master_start

@@ -311,3 +311,25 @@ def test_gregor_group_list_and_describe_work_against_a_cluster(broker_group):
     assert [g["group"] for g in gregor("group", "list")] == ["listed-group"]
     described = gregor("group", "describe", "listed-group")
     assert json.dumps(described).count('"listed"') >= 1
+
+
+def test_metrics_show_the_role_the_set_and_each_followers_lag(broker_group):
+    group = broker_group(3, start=False)
+    for node in group.nodes.values():
+        node.extra_args = ["--admin-port", "0"]
+    group.start()
+    master = group.master()
+    import re
+    import urllib.request
+
+    def metrics(node: int) -> str:
+        address = re.search(r"gregor admin API on (http://[\d.:]+)", group.nodes[node].log()).group(1)
+        with urllib.request.urlopen(f"{address}/metrics", timeout=10) as answer:
+            return answer.read().decode()
+
+    text = metrics(master)
+    assert "gregor_replication_master 1.0" in text
+    assert "gregor_replication_sync_state_set_size 3.0" in text
+    assert len(re.findall(r'gregor_replication_follower_lag_bytes\{node="\d"\} ', text)) == 2
+    follower = next(n for n in group.nodes if n != master)
+    assert "gregor_replication_master 0.0" in metrics(follower)
