@@ -75,7 +75,8 @@ class ProducerStateTable:
             if self.reserve_block is not None:  # a cluster: blocks disjoint across broker groups
                 start = self.reserve_block(ID_BLOCK, start)
             end = start + ID_BLOCK
-            self._store.write_state([(PRODUCER_IDS, encode_i64(end))])
+            if not self._store.following:  # a follower's block is durable in ZooKeeper alone
+                self._store.write_state([(PRODUCER_IDS, encode_i64(end))])
             self._next_id, self._block_end = start, end
         pid = self._next_id
         self._next_id += 1

@@ -93,4 +93,5 @@ async def _join_group(nursery: trio.Nursery, broker: Broker) -> None:
     info = {"version": 1, "host": broker.advertised_host, "port": broker.advertised_port,
             "group": config["broker.group"], "replication_host": host, "replication_port": port}
     broker.cluster = Cluster(broker)
+    broker.producers.reserve_block = broker.cluster.zk.reserve_producer_ids  # any node answers InitProducerId
     await nursery.start(broker.cluster.run, sockets, info)

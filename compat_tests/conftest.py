@@ -228,6 +228,21 @@ def new_topic(reference: KafkaClient, name: str):
     return create
 
 
+def eventually(read, done, timeout: float = 15.0):
+    """What `read()` returns once `done` says it is so (or the last answer after `timeout`):
+    metadata reaches every node of a cluster a moment after the change is acknowledged."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            answer = read()
+            if done(answer) or time.monotonic() > deadline:
+                return answer
+        except ClientError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
 def wait_for_partitions(client: KafkaClient, topic: str, partitions: int, timeout: float = 15.0) -> None:
     """Kafka creates topics asynchronously: poll metadata until every partition shows."""
     deadline = time.monotonic() + timeout

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from compat_tests.clients import ClientError, Message
-from compat_tests.conftest import wait_for_partitions
+from compat_tests.conftest import eventually, wait_for_partitions
 
 
 def test_create_topic_with_configs_then_describe_them(client, reference, name):
     client.create_topic(name, 3, {"retention.ms": "3600000", "cleanup.policy": "delete"})
     wait_for_partitions(reference, name, 3)
-    configs = client.topic_configs(name)
+    configs = eventually(lambda: client.topic_configs(name), lambda c: "retention.ms" in c)  # any node knows it
     assert configs["retention.ms"] == "3600000"
     assert configs["cleanup.policy"] == "delete"
     assert configs["max.message.bytes"] == reference.topic_configs(name)["max.message.bytes"]
@@ -22,7 +22,7 @@ def test_create_partitions_then_produce_to_a_new_one(client, new_topic, referenc
     topic = new_topic(1)
     client.create_partitions(topic, 3)
     wait_for_partitions(reference, topic, 3)
-    assert client.partition_count(topic) == 3
+    wait_for_partitions(client, topic, 3)  # the node the client asks may learn it later (a cluster)
     reference.produce(topic, [Message(b"new", partition=2)])
     assert [(r.partition, r.offset) for r in reference.consume(topic, [2], "earliest")] == [(2, 0)]
 
@@ -30,8 +30,9 @@ def test_create_partitions_then_produce_to_a_new_one(client, new_topic, referenc
 def test_delete_topic_removes_it(client, new_topic, reference):
     topic = new_topic()
     client.delete_topic(topic)
-    assert topic not in reference.list_topics()
-    assert topic not in client.list_topics()
+    # every node of a cluster forgets it, not all at the same moment
+    assert topic not in eventually(reference.list_topics, lambda topics: topic not in topics)
+    assert topic not in eventually(client.list_topics, lambda topics: topic not in topics)
 
 
 def test_creating_an_existing_topic_fails_with_topic_already_exists(client, new_topic):

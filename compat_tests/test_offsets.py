@@ -16,7 +16,7 @@ COUNT = 100
 @pytest.fixture
 def timed_topic(new_topic, reference) -> str:
     """COUNT records at BASE_TS, BASE_TS + 10, ... on partition 0, sent by the reference client."""
-    topic = new_topic()
+    topic = new_topic(configs={"retention.ms": "-1"})  # BASE_TS is older than the default 7 days' retention
     reference.produce(topic, [Message(b"m%d" % i, timestamp=BASE_TS + 10 * i) for i in range(COUNT)])
     return topic
 

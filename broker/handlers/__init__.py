@@ -65,9 +65,10 @@ def register(api_key: int, handler: Handler) -> None:
 # send these to the coordinator FindCoordinator names and the controller Metadata names, both the
 # master; one that reaches a follower (stale metadata during a failover) has its connection
 # closed, and the client looks the coordinator or controller up again. ListGroups and
-# ListTransactions, which clients send to every node, are answered by a follower: with none.
-MASTER_ONLY = frozenset({8, 9, 11, 12, 13, 14, 15, 19, 20, 21, 22, 24, 25, 26, 27, 28, 30, 31, 33, 37, 42, 44,
-                         51, 65})
+# ListTransactions, which clients send to every node, are answered by a follower: with none;
+# so is an idempotent producer's InitProducerId (ids come in blocks from ZooKeeper).
+MASTER_ONLY = frozenset({8, 9, 11, 12, 13, 14, 15, 19, 20, 21, 24, 25, 26, 27, 28, 30, 31, 33, 37, 42, 44, 51,
+                         65})
 
 
 # Requests of one consumer group or transactional id (the key FindCoordinator was asked for): with
@@ -87,11 +88,11 @@ async def dispatch(broker: Broker, request: Request) -> Any:
     if handler is None:
         raise NotImplementedError(f"no handler for {request.spec.name}")
     cluster = broker.cluster
-    if cluster is not None and request.header.api_key in MASTER_ONLY:
+    key = getattr(request.body, KEYED.get(request.header.api_key, ""), None)
+    if cluster is not None and (key or request.header.api_key in MASTER_ONLY):
         if not cluster.leading:
             raise NotMaster(f"{request.spec.name} reached node {broker.node_id}, a follower; the master is "
                             f"node {cluster.master}")
-        key = getattr(request.body, KEYED.get(request.header.api_key, ""), None)
         if key and not cluster.coordinates(key):
             raise NotMaster(f"{request.spec.name} for {key!r} reached node {broker.node_id}; node "
                             f"{cluster.coordinator(key)} coordinates it")

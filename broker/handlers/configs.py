@@ -102,6 +102,7 @@ async def _alter_topic(broker: Broker, name: str, configs, incremental: bool,
     if not validate_only:
         try:
             await broker.alter_topic_configs(name, new)  # rewrites topic metadata
+            await broker.replicated()  # in a broker group: on the sync-state set when answered
         except UnknownTopic:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
         except StoreError as exc:  # the topic's record was refused: full disk, offline log dir

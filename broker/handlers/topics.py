@@ -193,6 +193,8 @@ async def handle_delete_topics(broker: Broker, request: Request):
             error, message = ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
         results.append(cls.DeletableTopicResult(name=name, topic_id=meta.topic_id, error_code=error,
                                                 error_message=message))
+    if any(r.error_code == ErrorCode.NONE for r in results):
+        await broker.replicated()  # in a broker group: the deletes are on the sync-state set when answered
     return cls[version](throttle_time_ms=0, responses=results)
 
 
@@ -227,6 +229,8 @@ async def handle_create_partitions(broker: Broker, request: Request):
             except StoreError as exc:  # out of open files or space, an offline log dir
                 error, message = ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
         results.append(cls.CreatePartitionsTopicResult(name=t.name, error_code=error, error_message=message))
+    if not body.validate_only and any(r.error_code == ErrorCode.NONE for r in results):
+        await broker.replicated()  # in a broker group: the new partitions are on the sync-state set when answered
     return cls[request.header.api_version](throttle_time_ms=0, results=results)
 
 

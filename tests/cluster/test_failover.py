@@ -333,3 +333,25 @@ def test_metrics_show_the_role_the_set_and_each_followers_lag(broker_group):
     assert len(re.findall(r'gregor_replication_follower_lag_bytes\{node="\d"\} ', text)) == 2
     follower = next(n for n in group.nodes if n != master)
     assert "gregor_replication_master 0.0" in metrics(follower)
+
+
+def test_a_follower_answers_an_idempotent_producers_init_producer_id(broker_group):
+    """Producers ask any node for an id (Kafka's brokers all answer): ids come in blocks from
+    ZooKeeper, so a follower answers without writing its commitlog, and ids never repeat."""
+    from kafka.protocol.producer import InitProducerIdRequest
+
+    from tests.broker.wire import WireClient
+    group = broker_group(3)
+    master = group.master()
+    ids = set()
+    for node in group.nodes:
+        wire = WireClient(group.address(node))
+        for _ in range(3):
+            answer = wire.request(InitProducerIdRequest[4](transactional_id=None, transaction_timeout_ms=60000,
+                                                           producer_id=-1, producer_epoch=-1))
+            assert answer.error_code == 0, (node, answer)
+            ids.add(answer.producer_id)
+        wire.close()
+    assert len(ids) == 9
+    follower = next(n for n in group.nodes if n != master)
+    assert "closing" not in group.nodes[follower].log()
