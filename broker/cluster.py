@@ -290,9 +290,13 @@ class Cluster:
     def appended(self) -> None:
         """The master appended: wake followers waiting for bytes; alone in the set, the high
         watermark moves at once."""
+        self._wake_followers()
+        self._advance()
+
+    def _wake_followers(self) -> None:
+        """Answer the followers' streams waiting for appends (a new Event for the next wait)."""
         self._grew.set()
         self._grew = trio.Event()
-        self._advance()
 
     async def await_replicated(self, position: int, epoch: int, timeout_s: float) -> int:
         """acks=all: NONE once every member of the sync-state set holds the commitlog below
@@ -473,7 +477,7 @@ class Cluster:
         self._advance()
         log.info("node %d is master of group %s in epoch %d (commitlog from %d; sync-state set %s)",
                  self.node_id, self.group, record.epoch, start, sorted(record.sync_state_set))
-        self._grew.set()
+        self._wake_followers()
 
     async def _run_master(self, done: trio.Event, task_status=trio.TASK_STATUS_IGNORED) -> None:
         try:
@@ -494,7 +498,7 @@ class Cluster:
             self._master_scope = None
         self.store.replicate(following=True)
         self._release_waiters()
-        self._grew.set()
+        self._wake_followers()
 
     async def _follow(self, master: int, epoch: int) -> None:
         if self._following == (master, epoch):

@@ -39,6 +39,7 @@ CHUNK = struct.Struct(">qqqi")
 OK, NOT_MASTER = 0, 1
 CHUNK_BYTES = 4 << 20  # at most this much per answer: big sequential copies, bounded memory
 IDLE_WAIT_S = 0.05  # an idle follower's ask is answered empty after this (state writes wake nothing)
+RETRY_FIRST_S, RETRY_MAX_S = 0.02, 1.0  # a follower's reconnection backoff
 
 
 class ProtocolError(Exception):
@@ -99,34 +100,44 @@ async def _ship(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
 
 # ---- the follower's side ------------------------------------------------------------------
 async def follow(cluster: Cluster, node: int, host: str, port: int, epoch: int) -> None:
-    """Follow master `node` at host:port until cancelled; reconnects after a failure."""
+    """Follow master `node` at host:port until cancelled; reconnects after a failure, soon at
+    first (a new master welcomes followers a moment after ZooKeeper names it), then backing off
+    to a second."""
+    backoff = RETRY_FIRST_S
     while True:
         try:
             stream = await trio.open_tcp_stream(host, port)
         except OSError as exc:
             log.info("cannot reach master %d at %s:%d for replication: %s", node, host, port, exc)
-            await trio.sleep(0.5)
-            continue
-        async with stream:
-            try:
-                await _pull(cluster, stream, node, epoch)
-            except (ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                log.info("replication from master %d interrupted: %s", node, exc)
-            except StoreError as exc:  # ReplicationError (diverged) or a full or failing disk
-                log.error("cannot apply what master %d shipped: %s", node, exc)
-        await trio.sleep(0.5)
+        else:
+            welcomed: list[bool] = []  # set once the master welcomed this stream
+            async with stream:
+                try:
+                    await _pull(cluster, stream, node, epoch, welcomed)
+                    backoff = RETRY_FIRST_S  # not the master yet: it will be in a moment
+                except (ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                    log.info("replication from master %d interrupted: %s", node, exc)
+                except StoreError as exc:  # ReplicationError (diverged) or a full or failing disk
+                    log.error("cannot apply what master %d shipped: %s", node, exc)
+            if welcomed:  # a stream that ran: its next attempt starts soon again
+                backoff = RETRY_FIRST_S
+        await trio.sleep(backoff)
+        backoff = min(backoff * 2, RETRY_MAX_S)
 
 
-async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: int) -> None:
+async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: int, welcomed: list[bool]) -> None:
+    """Pull until the stream fails; returns at once if `node` is not (yet) the master."""
     store: Store = cluster.store
     epochs = store.master_epochs()
     my_epoch = epochs[-1][0] if epochs else 0
     await stream.send_all(HELLO.pack(MAGIC, VERSION, cluster.node_id, my_epoch, store.log_end_position))
     status, master_epoch, truncate_to = WELCOME.unpack(await receive_exactly(stream, WELCOME.size))
     if status != OK:
-        raise ProtocolError(f"node {node} is not the master (any more)")
+        log.debug("node %d is not the master yet (or any more)", node)
+        return
     if master_epoch != epoch:
         raise ProtocolError(f"node {node} leads in epoch {master_epoch}, expected {epoch}")
+    welcomed.append(True)
     if truncate_to < store.log_end_position:
         log.warning("truncating the commitlog from %d to %d: the new master (node %d, epoch %d) never had "
                     "what follows", store.log_end_position, truncate_to, node, epoch)
