@@ -158,7 +158,7 @@ class CommitLog:
         position = seg.start + local
         self.write_position = written = position + length
         seg.newest_timestamp = store_ts
-        if written >= self._prefault_trigger:  # _NEVER without a prefaulter
+        if written >= self._prefault_trigger:  # _NEVER without a prefaulter (_passed(), inlined)
             self._prefault_trigger = written + PREFAULT_WINDOW  # wake it once
             self._prefault_wanted.set()
         if written >= self._alloc_trigger:
@@ -230,20 +230,23 @@ class CommitLog:
                 continue
             raise ValueError(f"no valid entry at commitlog position {position}")
 
-    def append_raw(self, position: int, data: bytes | memoryview) -> list[E.EntryHeader]:
+    def append_raw(self, position: int, data: bytes | memoryview,
+                   headers: list[E.EntryHeader] | None = None) -> list[E.EntryHeader]:
         """Apply entries a leader shipped: they are validated (each one's CRC) before anything is
-        written, then written at `position` byte for byte. `position` is the write position, or
-        the end of the active segment when the leader rolled there (this log rolls too: same
-        segment size, same layout). Returns the entries' headers; ReplicationError if they do not fit."""
+        written, unless the caller did so and passes their `headers`, then written at `position`
+        byte for byte. `position` is the write position, or the end of the active segment when
+        the leader rolled there (this log rolls too: same segment size, same layout). Returns
+        the entries' headers; ReplicationError if they do not fit."""
         view = memoryview(data)
-        headers: list[E.EntryHeader] = []
-        local = 0
-        while local < len(view):
-            outcome = E.read_entry(view, local, position)
-            if not isinstance(outcome, E.EntryHeader):
-                raise ReplicationError(f"shipped bytes at commitlog position {position + local} are not a valid entry")
-            headers.append(outcome)
-            local += outcome.length
+        if headers is None:
+            headers = []
+            local = 0
+            while local < len(view):
+                outcome = E.read_entry(view, local, position)
+                if not isinstance(outcome, E.EntryHeader):
+                    raise ReplicationError(f"shipped bytes at commitlog position {position + local} are not a valid entry")
+                headers.append(outcome)
+                local += outcome.length
         n = len(view)
         if position != self.write_position:
             if position != self.active.end or n > self.segment_bytes:
@@ -261,10 +264,21 @@ class CommitLog:
             written = os.pwrite(seg.fd, view, at)
             if written != n:
                 raise OSError(f"short commitlog write of {written} of {n} bytes")
-        self.write_position += n
+        self.write_position = written = self.write_position + n
         if headers:
             seg.newest_timestamp = headers[-1].store_timestamp
+        self._passed(written)
         return headers
+
+    def _passed(self, written: int) -> None:
+        """The writer reached `written`: wake the prefaulter and the allocator when they are due
+        (`append` does the same inline: it is the hot path)."""
+        if written >= self._prefault_trigger:
+            self._prefault_trigger = written + PREFAULT_WINDOW
+            self._prefault_wanted.set()
+        if written >= self._alloc_trigger:
+            self._alloc_trigger = _NEVER
+            self._alloc_wanted.set()
 
     def truncate_to(self, position: int) -> None:
         """Cut the log back to `position`, an entry boundary (a returning old leader drops what

@@ -912,32 +912,33 @@ class Store:
         state_id = self._parts[STATE_TOPIC][0].topic_id
         local = piece = 0
         end = self._log.write_position
+        headers: list[EntryHeader] = []  # each entry is read and CRC-checked here, once
         while local < len(view):
             e = read_entry(view, local, position)
             if not isinstance(e, EntryHeader):
                 raise ReplicationError(f"shipped bytes at commitlog position {position + local} are not a valid entry")
             local += e.length
+            headers.append(e)
             if e.topic_id == state_id or local == len(view):
-                end = self._apply_shipped(position + piece, view[piece:local])
+                end = self._apply_shipped(position + piece, view[piece:local], headers)
                 if e.topic_id == state_id:
                     with self._state_lock:
                         self._view.apply_batch(self._log.view(e.batch_position, e.batch_size), e.base_offset)
                     self._reconcile()
                 piece = local
+                headers = []
         return end
 
-    def _apply_shipped(self, position: int, view: memoryview) -> int:
+    def _apply_shipped(self, position: int, view: memoryview, entries: list[EntryHeader]) -> int:
+        """Write one piece of shipped entries (read and checked by append_replicated) and derive it."""
         with self._lock:
             if self.offline is not None:
                 raise self.offline
             staged: list[tuple[Partition, int, int]] = []  # validate offsets before writing
             markers: list[Partition] = []  # control batches: room for an aborted-index entry each
             next_offsets: dict[int, int] = {}
-            local = 0
-            while local < len(view):
-                e = read_entry(view, local, position)
-                if not isinstance(e, EntryHeader):
-                    raise ReplicationError(f"shipped bytes at commitlog position {position + local} are not a valid entry")
+            for e in entries:
+                local = e.position - position
                 part = self._find(e.topic, e.partition)
                 if part is not None and part.topic_id == e.topic_id and not e.flags & RELOCATED:
                     expected = next_offsets.get(id(part), part.queue.high_watermark)
@@ -948,13 +949,12 @@ class Store:
                     staged.append((part, e.base_offset, e.record_count))
                     if view[local + ENTRY_AT_BATCH + ATTRIBUTES_LOW] & CONTROL_BIT:
                         markers.append(part)
-                local += e.length
             for part, base, count in staged:  # disk blocks for the queue entries before any byte is written
                 part.queue.reserve(base, count)
             for part in markers:
                 reserve_marker(part)
             try:
-                headers = self._log.append_raw(position, view)
+                headers = self._log.append_raw(position, view, entries)
             except OSError as exc:
                 if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                     raise StorageFull(str(exc)) from exc
