@@ -186,23 +186,23 @@ class Broker:
     # ---- topic changes: the store on a single node; ZooKeeper and then the store in a cluster ----
     async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
         if self.cluster is not None:
-            return await self.cluster.create_topic(name, partitions, configs)
+            return await self.cluster.topics.create_topic(name, partitions, configs)
         # a worker thread: making the partitions' queue files is disk work
         return await trio.to_thread.run_sync(self.store.create_topic, name, partitions, configs)
 
     async def delete_topic(self, name: str) -> None:
         if self.cluster is not None:
-            return await self.cluster.delete_topic(name)
+            return await self.cluster.topics.delete_topic(name)
         await trio.to_thread.run_sync(self.store.delete_topic, name)  # files: disk work
 
     async def add_partitions(self, name: str, total: int) -> TopicMeta:
         if self.cluster is not None:
-            return await self.cluster.change_topic(name, partitions=total)
+            return await self.cluster.topics.change_topic(name, partitions=total)
         return await trio.to_thread.run_sync(self.store.add_partitions, name, total)  # files: disk work
 
     async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> TopicMeta:
         if self.cluster is not None:
-            return await self.cluster.change_topic(name, configs=configs)
+            return await self.cluster.topics.change_topic(name, configs=configs)
         return await trio.to_thread.run_sync(self.store.alter_topic_configs, name, configs)
 
     def reload_acls(self) -> None:
@@ -262,7 +262,7 @@ class Broker:
         if self.store.following:
             return None
         if self.cluster is not None:  # through ZooKeeper, off the request: the client asks again
-            self.cluster.create_soon(name, self.config["num.partitions"])
+            self.cluster.topics.create_soon(name, self.config["num.partitions"])
             return None
         try:
             return self.store.create_topic(name, self.config["num.partitions"], {}, wait=False)

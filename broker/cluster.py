@@ -13,12 +13,10 @@ and a follower's store writes nothing of its own. Blocking ZooKeeper calls run i
 
 from __future__ import annotations
 
-import functools
 import heapq
 import itertools
 import logging
 import math
-import uuid
 from typing import TYPE_CHECKING
 
 import trio
@@ -31,18 +29,15 @@ from broker.cluster_state import (
     GroupRecord,
     Lead,
     SyncState,
-    TopicRecord,
     Wait,
     coordinator_group,
     decide,
-    place,
     truncation_point,
 )
+from broker.cluster_topics import ClusterTopics
 from broker.inter_broker import MarkersNotWritten
 from broker.zk import ZooKeeper
 from protocol.errors import ErrorCode
-from store import AdminBusy, StoreError, TopicExists, TopicMeta, UnknownTopic
-from store.topics import RESERVED_PREFIX
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -70,9 +65,7 @@ class Cluster:
         self.live: dict[int, dict] = {}  # live nodes' registrations (every group's)
         self.members: list[int] = []  # the group's nodes
         self.groups: dict[str, tuple[GroupRecord | None, list[int]]] = {}  # every group: record, nodes
-        self.placements: dict[str, tuple[str, ...]] = {}  # topic -> each partition's broker group
-        self._topics_version = -1  # of /topics_changed when this node last read the topics
-        self._creating: set[str] = set()  # topics being auto-created
+        self.topics = ClusterTopics(self)  # topics across broker groups, and where their partitions are
         self.leading_epoch: int | None = None
         self.sync: SyncState | None = None
         self.hw_position = 0  # what every member of the sync-state set holds (master)
@@ -88,7 +81,7 @@ class Cluster:
         self._token: trio.lowlevel.TrioToken | None = None
         self._session: int | None = None  # the ZooKeeper session this node's live znode belongs to
         self._info: dict = {}  # this node's registration (run)
-        self._nursery: trio.Nursery | None = None  # the role task's (run)
+        self.nursery: trio.Nursery | None = None  # the role task's (run)
 
     # ---- what handlers ask ----------------------------------------------------------------
     @property
@@ -118,7 +111,7 @@ class Cluster:
         return names if self.group in names else [*names, self.group]
 
     def group_of(self, topic: str, partition: int) -> str:
-        placement = self.placements.get(topic)
+        placement = self.topics.placements.get(topic)
         return placement[partition] if placement is not None and 0 <= partition < len(placement) else self.group
 
     def leads(self, topic: str, partition: int) -> bool:
@@ -146,119 +139,6 @@ class Cluster:
 
     def coordinates(self, key: str) -> bool:
         return self.leading and coordinator_group(key, self.group_names()) == self.group
-
-    def _placement(self, name: str, have: tuple[str, ...], total: int, configs: dict[str, str]) -> tuple[str, ...]:
-        """Where partitions go: a view's where its source's are (it reads them there), others
-        round-robin over the groups."""
-        source = self.placements.get(configs.get("view.source", ""))
-        if source is not None and len(source) >= total:
-            return source[:total]
-        return place(name, have, total, self.group_names())
-
-    def create_soon(self, name: str, partitions: int) -> None:
-        """Auto-creation: Metadata answers at once, the topic is made meanwhile."""
-        if self.leading and name not in self._creating:
-            self._creating.add(name)
-            self._nursery.start_soon(self._auto_create, name, partitions)
-
-    async def _auto_create(self, name: str, partitions: int) -> None:
-        try:
-            await self.create_topic(name, partitions, {})
-        except StoreError as exc:  # TopicExists (another node was first) included
-            log.debug("auto-creating %s: %s", name, exc)
-        finally:
-            self._creating.discard(name)
-
-    async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
-        """A new topic: its record in ZooKeeper first (the name is taken there, atomically), then
-        in this group's commitlog; the other groups' masters create it from the record."""
-        topic_id = uuid.uuid4()
-        record = TopicRecord(str(topic_id), self._placement(name, (), partitions, configs), dict(configs))
-        if not await trio.to_thread.run_sync(self.zk.create_topic, name, record):
-            raise TopicExists(name)
-        self.placements[name] = record.placement
-        try:
-            return await trio.to_thread.run_sync(
-                functools.partial(self.store.create_topic, name, partitions, configs, topic_id=topic_id))
-        except BaseException:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(self.zk.delete_topic, name, str(topic_id))
-            raise
-
-    async def delete_topic(self, name: str) -> None:
-        meta = self.store.topic(name)
-        if meta is None:
-            raise UnknownTopic(name)
-        await trio.to_thread.run_sync(self.zk.delete_topic, name, str(meta.topic_id))
-        self.placements.pop(name, None)
-        await trio.to_thread.run_sync(self.store.delete_topic, name)
-
-    async def change_topic(self, name: str, partitions: int | None = None,
-                           configs: dict[str, str] | None = None) -> TopicMeta:
-        """More partitions (placed on the groups round-robin) or new configs: ZooKeeper's record
-        by compare-and-set, then this group's commitlog; AdminBusy if the record changed meanwhile."""
-        topics, _ = await trio.to_thread.run_sync(self.zk.topics)
-        meta = self.store.topic(name)
-        if meta is None:
-            raise UnknownTopic(name)
-        old, version = topics.get(name, (TopicRecord(str(meta.topic_id), (self.group,) * meta.partitions,
-                                                     dict(meta.configs)), -1))
-        new = TopicRecord(old.topic_id,
-                          old.placement if partitions is None else self._placement(name, old.placement, partitions,
-                                                                                   old.configs),
-                          old.configs if configs is None else dict(configs))
-        written = (await trio.to_thread.run_sync(self.zk.create_topic, name, new) if version < 0
-                   else await trio.to_thread.run_sync(self.zk.set_topic, name, new, version))
-        if not written:
-            raise AdminBusy(f"topic {name} changed meanwhile; try again")
-        self.placements[name] = new.placement
-        if partitions is not None:
-            return await trio.to_thread.run_sync(self.store.add_partitions, name, partitions)
-        return await trio.to_thread.run_sync(self.store.alter_topic_configs, name, dict(configs or {}))
-
-    async def _sync_topics(self) -> None:
-        """Read the topics again when they changed; a master makes its commitlog's topics match
-        them (created, grown, reconfigured, deleted) and publishes the ones only it has (a
-        single broker that joined a cluster)."""
-        version = await trio.to_thread.run_sync(self.zk.topics_version)
-        if version == self._topics_version:
-            return
-        topics, deleted = await trio.to_thread.run_sync(self.zk.topics)
-        self.placements = {name: record.placement for name, (record, _) in topics.items()}
-        if self.leading:
-            await self._reconcile_topics(topics, deleted)
-        self._topics_version = version
-
-    async def _reconcile_topics(self, topics: dict[str, tuple[TopicRecord, int]], deleted: set[str]) -> None:
-        have = {name: meta for name, meta in self.store.topics().items() if not name.startswith(RESERVED_PREFIX)}
-        run = trio.to_thread.run_sync
-        for name, (record, _) in topics.items():
-            meta = have.get(name)
-            try:
-                if meta is not None and str(meta.topic_id) != record.topic_id:  # another incarnation
-                    await run(self.store.delete_topic, name)
-                    meta = None
-                if meta is None:
-                    await run(functools.partial(self.store.create_topic, name, len(record.placement),
-                                                record.configs, topic_id=uuid.UUID(record.topic_id)))
-                    continue
-                if meta.partitions < len(record.placement):
-                    await run(self.store.add_partitions, name, len(record.placement))
-                if meta.configs != record.configs:
-                    await run(self.store.alter_topic_configs, name, dict(record.configs))
-            except StoreError as exc:  # another change of it under way, a full disk: the next change retries
-                log.warning("topic %s not made as ZooKeeper has it: %s", name, exc)
-        for name, meta in have.items():
-            if name in topics:
-                continue
-            try:
-                if str(meta.topic_id) in deleted:
-                    await run(self.store.delete_topic, name)
-                else:
-                    await run(self.zk.create_topic, name, TopicRecord(
-                        str(meta.topic_id), (self.group,) * meta.partitions, dict(meta.configs)))
-            except StoreError as exc:
-                log.warning("topic %s not deleted: %s", name, exc)
 
     async def write_markers_elsewhere(self, markers: list[tuple[str, int]], producer_id: int, producer_epoch: int,
                                       commit: bool) -> list[tuple[str, int]]:
@@ -391,7 +271,7 @@ class Cluster:
         await self._register()
         try:
             async with trio.open_nursery() as nursery:
-                self._nursery = nursery
+                self.nursery = nursery
                 handler = lambda stream: replication.serve_follower(self, stream)
                 nursery.start_soon(trio.serve_listeners, handler, replication_listeners)
                 await self._step()
@@ -447,7 +327,7 @@ class Cluster:
                 await self._stop_leading()
             await self._stop_following()
             log.debug("%s", action.reason)
-        await self._sync_topics()
+        await self.topics.sync()
 
     async def _keep_sync_state_set(self, record: GroupRecord, version: int) -> None:
         """Write the sync-state set the followers' progress calls for; a smaller set is in force
@@ -471,9 +351,9 @@ class Cluster:
         self.hw_position = 0
         self.sync = SyncState(self.node_id, frozenset(record.sync_state_set), self.lag_ms, now_ms())
         self._master_done = trio.Event()
-        self._master_scope = await self._nursery.start(self._run_master, self._master_done)
+        self._master_scope = await self.nursery.start(self._run_master, self._master_done)
         self.leading_epoch = record.epoch
-        self._topics_version = -1  # a new master makes its commitlog's topics match ZooKeeper's
+        self.topics.version = -1  # a new master makes its commitlog's topics match ZooKeeper's
         self._advance()
         log.info("node %d is master of group %s in epoch %d (commitlog from %d; sync-state set %s)",
                  self.node_id, self.group, record.epoch, start, sorted(record.sync_state_set))
@@ -511,7 +391,7 @@ class Cluster:
         self._following = (master, epoch)
         self._follow_done = trio.Event()
         log.info("node %d follows master %d of group %s in epoch %d", self.node_id, master, self.group, epoch)
-        self._follow_scope = await self._nursery.start(
+        self._follow_scope = await self.nursery.start(
             self._run_follower, master, endpoint["replication_host"], endpoint["replication_port"], epoch,
             self._follow_done)
 
