@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
+from kafka.protocol.metadata import MetadataRequest
 
 from compat_tests.clients import (
     CLIENT_NAMES,
@@ -40,6 +41,7 @@ from compat_tests.clients import (
     make_client,
 )
 from tests.cluster.conftest import ZOOKEEPER_JAR, BrokerGroup, ZooKeeperProcess
+from tests.broker.wire import WireClient
 from tests.conftest import BrokerProcess, start_broker
 from tests.oracle.kafka_broker import KafkaBroker, KafkaUnavailable
 from tests.oracle.kafka_cluster import KafkaCluster
@@ -217,12 +219,15 @@ def name(request) -> str:
 
 
 @pytest.fixture
-def new_topic(reference: KafkaClient, name: str):
-    """Create a topic through the reference admin client and wait until its metadata is visible."""
+def new_topic(reference: KafkaClient, name: str, target: Target):
+    """Create a topic through the reference admin client and wait until its metadata is visible
+    (on a cluster: on every node, which is where clients of the scenario may ask first)."""
     def create(partitions: int = 1, configs: dict[str, str] | None = None, suffix: str = "") -> str:
         topic = name + suffix
         reference.create_topic(topic, partitions, configs)
         wait_for_partitions(reference, topic, partitions)
+        for process in target.processes() if target.broker_count > 1 else []:
+            wait_for_leaders(process.bootstrap, topic, partitions)
         return topic
 
     return create
@@ -241,6 +246,30 @@ def eventually(read, done, timeout: float = 15.0):
             if time.monotonic() > deadline:
                 raise
         time.sleep(0.2)
+
+
+def wait_for_leaders(address: str, topic: str, partitions: int, timeout: float = 15.0) -> None:
+    """Until the node at `address` itself answers Metadata with a leader for every partition of
+    `topic` (a cluster's nodes learn of a new topic a moment apart)."""
+    deadline = time.monotonic() + timeout
+    found: object = None
+    while True:
+        client = None
+        try:
+            client = WireClient(address)
+            [found] = client.request(MetadataRequest[1](topics=[topic])).topics
+            if found.error_code == 0 and len(found.partitions) == partitions and all(
+                    p.error_code == 0 and p.leader_id >= 0 for p in found.partitions):
+                return
+        except (OSError, AssertionError) as exc:
+            found = exc
+        finally:
+            if client is not None:
+                client.close()
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{address} does not show a leader for each of {topic}'s {partitions} partitions "
+                                 f"after {timeout} s: {found}")
+        time.sleep(0.1)
 
 
 def wait_for_partitions(client: KafkaClient, topic: str, partitions: int, timeout: float = 15.0) -> None:
