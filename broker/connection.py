@@ -144,7 +144,7 @@ async def _send_in_order(stream: trio.SocketStream, to_send: trio.MemoryReceiveC
                     if isinstance(stream, trio.SSLStream):  # no zero-copy through TLS: one encrypted write
                         await stream.send_all(b"".join(response))
                     else:
-                        await _send_buffers(stream.socket, response)
+                        await send_buffers(stream.socket, response)
                 else:
                     await stream.send_all(response)
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
@@ -154,9 +154,10 @@ async def _send_in_order(stream: trio.SocketStream, to_send: trio.MemoryReceiveC
         reader_scope.cancel()
 
 
-async def _send_buffers(sock: trio.socket.SocketType, buffers: list) -> None:
-    """Write a response given as buffers (fetch: memoryviews over the commitlog's mmap) with
-    scatter-gather sendmsg, so record bytes reach the kernel without a copy in Python.
+async def send_buffers(sock: trio.socket.SocketType, buffers: list) -> None:
+    """Write a response given as buffers (fetch, and the commitlog shipped to followers:
+    memoryviews over the commitlog's mmap) with scatter-gather sendmsg, so record bytes reach the
+    kernel without a copy in Python.
     trio's SocketStream.send_all takes one buffer only, hence the direct socket call; this
     task is the connection's only sender, as send_all would otherwise enforce."""
     i = 0

@@ -1,16 +1,22 @@
 """Shipping the commitlog from a group's master to its followers: one TCP stream per follower
 for the whole commitlog (MetaQ's HA, seed 000 §7.6; RocketMQ's HAService on its own port),
-not one per partition. The follower asks from a position, which tells the master it holds
-everything below; the master answers with whole entries from there (Store.read_log) and the
-position every member of the sync-state set holds (the follower's high watermark); the follower
-writes them at the same positions and dispatches them as recovery does (Store.append_replicated).
+not one per partition. As RocketMQ's HAConnection, the master pushes and the follower reports:
+once the follower said where its log ends, the master sends whole entries from there
+(Store.read_log: views over its mmap, written with sendmsg, no copy in Python) as they are
+appended, up to WINDOW_BYTES ahead of what the follower reported holding, and with each chunk
+the position every member of the sync-state set holds (the follower's high watermark). The
+follower writes each chunk at the same positions and dispatches it as recovery does
+(Store.append_replicated), in a worker thread while the next chunk arrives, then reports the
+position it holds: that report is what moves the master's high watermark (acks=all).
 
 The wire, big-endian (Gregor's own, between Gregor nodes only):
   follower -> master, once:  HELLO   magic "GRHA" | version u8 | node id i32 | last master epoch i32 | log end i64
   master -> follower, once:  WELCOME status i8 (0: ok, 1: not the master) | epoch i32 | truncate to i64
-  follower -> master:        FETCH   position i64
+  follower -> master:        HOLDS   position i64: it holds the commitlog below; the first one (its
+                                     log end once truncated) is where shipping starts
   master -> follower:        CHUNK   start i64 | high watermark position i64 | log start position i64 |
-                                     length i32 | entries
+                                     length i32 | entries; an empty one after IDLE_WAIT_S without
+                                     appends (the follower answers each chunk, empty or not, with HOLDS)
 This module moves bytes; what they mean for the group (progress, the sync-state set, roles) is
 broker/cluster.py's, and the truncation point broker/cluster_state.py's.
 """
@@ -23,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from broker.connection import send_buffers
 from store import Store, StoreError
 
 if TYPE_CHECKING:
@@ -31,14 +38,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("gregor.replication")
 
 MAGIC = b"GRHA"
-VERSION = 1
+VERSION = 2  # 1: the follower asked for each chunk (FETCH) and applied it before asking again
 HELLO = struct.Struct(">4sBiiq")
 WELCOME = struct.Struct(">biq")
-FETCH = struct.Struct(">q")
+HOLDS = struct.Struct(">q")
 CHUNK = struct.Struct(">qqqi")
 OK, NOT_MASTER = 0, 1
-CHUNK_BYTES = 4 << 20  # at most this much per answer: big sequential copies, bounded memory
-IDLE_WAIT_S = 0.05  # an idle follower's ask is answered empty after this (state writes wake nothing)
+CHUNK_BYTES = 4 << 20  # at most this much per chunk (at least one entry): big sequential writes
+WINDOW_BYTES = 2 * CHUNK_BYTES  # shipped and not yet reported held: one chunk applied, one arriving
+IDLE_WAIT_S = 0.05  # an empty chunk after this without appends: the follower's hw, and its report
 RETRY_FIRST_S, RETRY_MAX_S = 0.02, 1.0  # a follower's reconnection backoff
 
 
@@ -74,28 +82,58 @@ async def serve_follower(cluster: Cluster, stream: trio.SocketStream) -> None:
             log.info("node %d follows from commitlog position %d (its log ended at %d, epoch %d)",
                      node, truncate_to, follower_end, follower_epoch)
             await _ship(cluster, stream, node, epoch)
-        except (ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            log.info("replication stream closed: %s", exc)
-        except ValueError as exc:  # a position retention deleted: this follower must start over from a copy
-            log.error("cannot serve a follower: %s", exc)
+        except* (ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
+            log.info("replication stream closed: %s", group.exceptions[0])
+        except* ValueError as group:  # a position retention deleted: this follower must start over from a copy
+            log.error("cannot serve a follower: %s", group.exceptions[0])
 
 
 async def _ship(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: int) -> None:
     store = cluster.store
+    (shipped,) = HOLDS.unpack(await receive_exactly(stream, HOLDS.size))
+    progress = _Progress(shipped)
     try:
-        while cluster.leading_epoch == epoch:
-            (position,) = FETCH.unpack(await receive_exactly(stream, FETCH.size))
-            if position > store.log_end_position:
-                raise ProtocolError(f"node {node} asks from {position}, past this log's end {store.log_end_position}")
-            cluster.fetched(node, position)
-            if position >= store.log_end_position:
-                await cluster.wait_for_appends(position, IDLE_WAIT_S)
-            if cluster.leading_epoch != epoch:
-                break
-            start, data = await trio.to_thread.run_sync(store.read_log, position, CHUNK_BYTES)
-            await stream.send_all(CHUNK.pack(start, cluster.hw_position, store.log_start_position, len(data)) + data)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_read_reports, cluster, stream, node, progress)
+            while cluster.leading_epoch == epoch:
+                if shipped - progress.position >= WINDOW_BYTES:
+                    with trio.move_on_after(IDLE_WAIT_S):  # and look at the epoch again meanwhile
+                        await progress.reported.wait()
+                    continue
+                if store.log_end_position <= shipped:
+                    await cluster.wait_for_appends(shipped, IDLE_WAIT_S)
+                    if cluster.leading_epoch != epoch:
+                        break
+                if store.log_end_position <= shipped:
+                    start, data = shipped, memoryview(b"")
+                else:
+                    start, data = await trio.to_thread.run_sync(store.read_log, shipped, CHUNK_BYTES)
+                header = CHUNK.pack(start, cluster.hw_position, store.log_start_position, len(data))
+                await send_buffers(stream.socket, [header, data] if data else [header])
+                shipped = start + len(data)
+            nursery.cancel_scope.cancel()
     finally:
         cluster.disconnected(node)
+
+
+class _Progress:
+    """What a follower last reported holding; `reported` is set (and replaced) on each report."""
+
+    def __init__(self, position: int) -> None:
+        self.position = position
+        self.reported = trio.Event()
+
+
+async def _read_reports(cluster: Cluster, stream: trio.SocketStream, node: int, progress: _Progress) -> None:
+    position = progress.position
+    while True:
+        if position > cluster.store.log_end_position:
+            raise ProtocolError(f"node {node} holds up to {position}, past this log's end {cluster.store.log_end_position}")
+        cluster.fetched(node, position)
+        progress.position = position
+        progress.reported.set()
+        progress.reported = trio.Event()
+        (position,) = HOLDS.unpack(await receive_exactly(stream, HOLDS.size))
 
 
 # ---- the follower's side ------------------------------------------------------------------
@@ -115,10 +153,10 @@ async def follow(cluster: Cluster, node: int, host: str, port: int, epoch: int) 
                 try:
                     await _pull(cluster, stream, node, epoch, welcomed)
                     backoff = RETRY_FIRST_S  # not the master yet: it will be in a moment
-                except (ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                    log.info("replication from master %d interrupted: %s", node, exc)
-                except StoreError as exc:  # ReplicationError (diverged) or a full or failing disk
-                    log.error("cannot apply what master %d shipped: %s", node, exc)
+                except* (ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
+                    log.info("replication from master %d interrupted: %s", node, group.exceptions[0])
+                except* StoreError as group:  # ReplicationError (diverged) or a full or failing disk
+                    log.error("cannot apply what master %d shipped: %s", node, group.exceptions[0])
             if welcomed:  # a stream that ran: its next attempt starts soon again
                 backoff = RETRY_FIRST_S
         await trio.sleep(backoff)
@@ -144,13 +182,42 @@ async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
         await trio.to_thread.run_sync(store.truncate_log, truncate_to)
     position = store.log_end_position
     retained_from = store.log_start_position
+    await stream.send_all(HOLDS.pack(position))
+    # Chunks are received into one of three reused buffers (one being applied, one waiting, one
+    # arriving) while the previous one is applied in a worker thread.
+    free_send, free = trio.open_memory_channel[bytearray](BUFFERS)
+    for _ in range(BUFFERS):
+        free_send.send_nowait(bytearray(CHUNK_BYTES))
+    arrived_send, arrived = trio.open_memory_channel[tuple](1)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_receive_chunks, stream, free, arrived_send)
+        async for start, hw_position, master_start, buffer, length in arrived:
+            if length:
+                position = await trio.to_thread.run_sync(store.append_replicated, start,
+                                                         memoryview(buffer)[:length])
+            if len(buffer) == CHUNK_BYTES:
+                free_send.send_nowait(buffer)
+            store.replicated_to(min(hw_position, position))
+            await stream.send_all(HOLDS.pack(position))
+            if master_start > retained_from:  # the master's retention deleted segments: so does this log
+                retained_from = master_start
+                await trio.to_thread.run_sync(store.follow_retention, master_start)
+
+
+BUFFERS = 3
+
+
+async def _receive_chunks(stream: trio.SocketStream, free: trio.MemoryReceiveChannel[bytearray],
+                          arrived: trio.MemorySendChannel[tuple]) -> None:
+    sock = stream.socket
     while True:
-        await stream.send_all(FETCH.pack(position))
         start, hw_position, master_start, length = CHUNK.unpack(await receive_exactly(stream, CHUNK.size))
-        if length:
-            data = await receive_exactly(stream, length)
-            position = await trio.to_thread.run_sync(store.append_replicated, start, data)
-        store.replicated_to(min(hw_position, position))
-        if master_start > retained_from:  # the master's retention deleted segments: so does this log
-            retained_from = master_start
-            await trio.to_thread.run_sync(store.follow_retention, master_start)
+        buffer = await free.receive() if length <= CHUNK_BYTES else bytearray(length)  # one entry above it
+        view = memoryview(buffer)
+        got = 0
+        while got < length:  # straight into the buffer: no intermediate bytes objects
+            n = await sock.recv_into(view[got:length])
+            if not n:
+                raise ProtocolError("the master closed the replication stream")
+            got += n
+        await arrived.send((start, hw_position, master_start, buffer, length))

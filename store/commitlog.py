@@ -203,19 +203,24 @@ class CommitLog:
         self._set((*self.segments, seg))
 
     # ---- replication: shipping entries, applying them, truncating ------------------------
-    def read_entries(self, position: int, max_bytes: int) -> tuple[int, bytes]:
+    def read_entries(self, position: int, max_bytes: int) -> tuple[int, memoryview]:
         """What a leader ships (MetaQ's HA: the slave pulls the master's commitlog): whole
         entries from `position`, an entry boundary, up to `max_bytes` (at least one entry),
-        within one segment, as (the position of the first, their bytes). Past the last entry
-        of a full segment it continues at the next segment's start; (write position, b"") when
-        there is nothing more. ValueError for a position outside the log."""
+        within one segment, as (the position of the first, a view of their bytes over the
+        segment's mmap, which the view keeps mapped). Past the last entry of a full segment it
+        continues at the next segment's start; (write position, empty) when there is nothing
+        more. ValueError for a position outside the log."""
         while True:
-            if position == self.write_position:
-                return position, b""
+            end = self.write_position  # an entry boundary: appends move it past whole entries
+            if position == end:
+                return position, memoryview(b"")
             seg = self.segment_at(position)
-            if seg is None or position > self.write_position:
-                raise ValueError(f"commitlog position {position} is outside [{self.min_position}, {self.write_position}]")
-            stop = self.write_position - seg.start if seg.start <= self.write_position < seg.end else seg.size
+            if seg is None or position > end:
+                raise ValueError(f"commitlog position {position} is outside [{self.min_position}, {end}]")
+            in_segment = seg.start <= end < seg.end
+            if in_segment and end - position <= max_bytes:  # all of the rest: no need to walk its entries
+                return position, seg.view[position - seg.start:end - seg.start]
+            stop = end - seg.start if in_segment else seg.size
             local = begin = position - seg.start
             for item in walk(seg, stop, start=local):
                 if not isinstance(item, E.EntryHeader):
@@ -224,8 +229,8 @@ class CommitLog:
                     break
                 local += item.length
             if local > begin:
-                return position, bytes(seg.view[begin:local])
-            if seg.end <= self.write_position:  # a blank marker or zeros end this segment's entries
+                return position, seg.view[begin:local]
+            if seg.end <= end:  # a blank marker or zeros end this segment's entries
                 position = seg.end
                 continue
             raise ValueError(f"no valid entry at commitlog position {position}")

@@ -894,8 +894,9 @@ class Store:
         """The commitlog write position: where a follower's next shipped entries go."""
         return self._log.write_position
 
-    def read_log(self, position: int, max_bytes: int) -> tuple[int, bytes]:
-        """Whole commitlog entries from `position` for a follower (CommitLog.read_entries)."""
+    def read_log(self, position: int, max_bytes: int) -> tuple[int, memoryview]:
+        """Whole commitlog entries from `position` for a follower, as a view over the mmap
+        (CommitLog.read_entries)."""
         return self._log.read_entries(position, max_bytes)
 
     def append_replicated(self, position: int, data: bytes | memoryview) -> int:
