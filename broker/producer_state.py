@@ -171,9 +171,11 @@ def restore(table: ProducerStateTable, store) -> int:
 
 def _replay(table: ProducerStateTable, store, topic: str, partition: int, offset: int) -> int:
     count = 0
-    while offset < store.high_watermark(topic, partition):
+    # To the log end, past the high watermark: a follower made master holds batches its sync-state
+    # set had not acknowledged yet, and a producer retrying one of them must find it a duplicate.
+    while offset < store.log_end_offset(topic, partition):
         try:
-            batches = store.read(topic, partition, offset, REPLAY_READ_BYTES).batches
+            batches = store.read(topic, partition, offset, REPLAY_READ_BYTES, whole_log=True).batches
         except CorruptData as exc:  # damaged batches hold no producer state we can trust
             offset = exc.next_offset
             continue

@@ -1019,10 +1019,12 @@ class Store:
 
     # ---- reads -----------------------------------------------------------------------
     def read(self, topic: str, partition: int, offset: int, max_bytes: int,
-             committed: bool = False) -> ReadResult:
+             committed: bool = False, whole_log: bool = False) -> ReadResult:
         """Batches from `offset` below the high watermark (never beyond it: what the replicas
         may not have yet stays unread); with `committed` (read_committed), below the last
-        stable offset instead, so no batch of an open transaction is returned."""
+        stable offset instead, so no batch of an open transaction is returned. With
+        `whole_log`, up to the log end: for state derived from every batch this log holds (a
+        new master's producer state, as Kafka's leader loads it from its whole log)."""
         part = self._partition(topic, partition)
         q = part.queue
         end, start = q.high_watermark, q.log_start
@@ -1031,7 +1033,7 @@ class Store:
         stable = hw if txns is None else txns.last_stable(start, hw)
         if offset < start or offset > end:  # between the high watermark and the log end: nothing yet, as Kafka
             raise OffsetOutOfRange(f"{topic}-{partition} offset {offset} outside [{start}, {end}]")
-        limit = stable if committed else hw
+        limit = end if whole_log else stable if committed else hw
         batches: list[memoryview] = []
         total = 0
         while offset < limit:

@@ -76,3 +76,34 @@ def test_producer_ids_stay_unique_across_restarts_and_crashes(tmp_path):
     store.close()
     assert len(ids) == 1500 and not ids & later
     assert not (tmp_path / "data" / "producer_ids").exists()
+
+
+def test_a_follower_made_master_knows_batches_above_its_high_watermark(tmp_path):
+    """A follower holds batches its master shipped before the sync-state set acknowledged them
+    (it learns the high watermark with the next chunk). Made master, it must count them in its
+    producer state: a producer retrying such a batch after the failover gets it as a duplicate,
+    not appended twice (tests/cluster/test_failover.py caught kcat's retry stored twice)."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    from broker.producer_state import restore
+    from protocol.record_batch import parse_header
+    from tests.store.test_replication_api import make, ship
+
+    leader, follower = make(tmp_path / "leader"), make(tmp_path / "follower", follower=True)
+    try:
+        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=7,
+                                            producer_epoch=0, base_sequence=0, batch_size=2**20)
+        builder.append(0, timestamp=1_000, key=None, value=b"x", headers=[])
+        idempotent = bytes(builder.build())
+        leader.append("orders", 0, idempotent, parse_header(idempotent))
+        follower.replicate(following=True)
+        ship(leader, follower)
+        assert follower.high_watermark("orders", 0) == 0  # not acknowledged by the set yet
+        assert follower.log_end_offset("orders", 0) == 1
+        table = ProducerStateTable(follower)
+        assert restore(table, follower) == 1
+        again = table.check("orders", 0, parse_header(idempotent))
+        assert again.verdict is Verdict.DUPLICATE and again.duplicate_of.base_offset == 0
+    finally:
+        leader.close()
+        follower.close()
