@@ -46,6 +46,9 @@ log = logging.getLogger("gregor.cluster")
 STEP_S = 0.25  # ZooKeeper is read again at least this often (watches wake it sooner)
 
 
+LISTED_AFTER_LEAVING_MS = 3000  # a node whose session ended stays in Metadata's broker list (live_brokers)
+
+
 def now_ms() -> int:
     return math.ceil(trio.current_time() * 1000)
 
@@ -63,6 +66,7 @@ class Cluster:
         self.record: GroupRecord | None = None
         self.record_version = -1
         self.live: dict[int, dict] = {}  # live nodes' registrations (every group's)
+        self._leaving: dict[int, tuple[dict, int]] = {}  # nodes whose session ended: (registration, when)
         self.members: list[int] = []  # the group's nodes
         self.groups: dict[str, tuple[GroupRecord | None, list[int]]] = {}  # every group: record, nodes
         self.topics = ClusterTopics(self)  # topics across broker groups, and where their partitions are
@@ -165,7 +169,18 @@ class Cluster:
         return None if info is None else (info["host"], info["port"])
 
     def live_brokers(self) -> list[tuple[int, str, int]]:
-        return sorted((node, info["host"], info["port"]) for node, info in self.live.items())
+        """Metadata's broker list: the live nodes, and for LISTED_AFTER_LEAVING_MS the ones whose
+        session just ended. librdkafka (2.10 and later) decommissions a broker that leaves the
+        list; when that comes in the same Metadata answer as the new master of the broker's
+        group, the partitions it moves to the new master fall back to "no leader" for its next
+        once-a-second lookup (seen in its debug log: "Reverting ... to leader -1"). Listed a
+        moment longer, the node leaves the list after the partitions moved. Leaders, the
+        sync-state set and offline replicas count live nodes only."""
+        now = now_ms()
+        listed = {node: info for node, (info, gone_ms) in self._leaving.items()
+                  if now - gone_ms < LISTED_AFTER_LEAVING_MS}
+        listed.update(self.live)
+        return sorted((node, info["host"], info["port"]) for node, info in listed.items())
 
     def appended(self) -> None:
         """The master appended: wake followers waiting for bytes; alone in the set, the high
@@ -306,6 +321,10 @@ class Cluster:
         snap = await trio.to_thread.run_sync(self.zk.snapshot, live)
         self.groups = await trio.to_thread.run_sync(self.zk.groups)
         self.members = self.groups.get(self.group, (None, []))[1]
+        now = now_ms()
+        self._leaving.update({node: (info, now) for node, info in self.live.items() if node not in live})
+        for node in [n for n, (_, gone_ms) in self._leaving.items() if n in live or now - gone_ms >= LISTED_AFTER_LEAVING_MS]:
+            del self._leaving[node]
         self.live = live
         self.record, self.record_version = snap.record, snap.version
         action = decide(self.node_id, snap, self.leading_epoch)
