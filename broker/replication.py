@@ -3,7 +3,7 @@ for the whole commitlog (MetaQ's HA, seed 000 §7.6; RocketMQ's HAService on its
 not one per partition. As RocketMQ's HAConnection, the master pushes and the follower reports:
 once the follower said where its log ends, the master sends whole entries from there
 (Store.read_log: views over its mmap, written with sendmsg, no copy in Python) as they are
-appended, up to WINDOW_BYTES ahead of what the follower reported holding, and with each chunk
+appended, with at most CHUNKS_IN_FLIGHT chunks it has not answered yet, and with each chunk
 the position every member of the sync-state set holds (the follower's high watermark). The
 follower writes each chunk at the same positions and dispatches it as recovery does
 (Store.append_replicated), in a worker thread while the next chunk arrives, then reports the
@@ -45,7 +45,10 @@ HOLDS = struct.Struct(">q")
 CHUNK = struct.Struct(">qqqi")
 OK, NOT_MASTER = 0, 1
 CHUNK_BYTES = 4 << 20  # at most this much per chunk (at least one entry): big sequential writes
-WINDOW_BYTES = 2 * CHUNK_BYTES  # shipped and not yet reported held: one chunk applied, one arriving
+# Chunks shipped and not yet answered: one applied while the next one arrives. What is appended
+# meanwhile waits at the master and leaves as one chunk: under load chunks grow, instead of one
+# per small append (10,000 partitions: ~1 KiB entries).
+CHUNKS_IN_FLIGHT = 2
 IDLE_WAIT_S = 0.05  # an empty chunk after this without appends: the follower's hw, and its report
 RETRY_FIRST_S, RETRY_MAX_S = 0.02, 1.0  # a follower's reconnection backoff
 
@@ -91,12 +94,13 @@ async def serve_follower(cluster: Cluster, stream: trio.SocketStream) -> None:
 async def _ship(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: int) -> None:
     store = cluster.store
     (shipped,) = HOLDS.unpack(await receive_exactly(stream, HOLDS.size))
-    progress = _Progress(shipped)
+    progress = _Progress()
     try:
+        progress.report(cluster, node, shipped)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_read_reports, cluster, stream, node, progress)
             while cluster.leading_epoch == epoch:
-                if shipped - progress.position >= WINDOW_BYTES:
+                if progress.in_flight >= CHUNKS_IN_FLIGHT:
                     with trio.move_on_after(IDLE_WAIT_S):  # and look at the epoch again meanwhile
                         await progress.reported.wait()
                     continue
@@ -109,6 +113,7 @@ async def _ship(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
                 else:
                     start, data = await trio.to_thread.run_sync(store.read_log, shipped, CHUNK_BYTES)
                 header = CHUNK.pack(start, cluster.hw_position, store.log_start_position, len(data))
+                progress.in_flight += 1
                 await send_buffers(stream.socket, [header, data] if data else [header])
                 shipped = start + len(data)
             nursery.cancel_scope.cancel()
@@ -117,23 +122,25 @@ async def _ship(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
 
 
 class _Progress:
-    """What a follower last reported holding; `reported` is set (and replaced) on each report."""
+    """The chunks a follower has not answered yet; `reported` is set (and replaced) on each report."""
 
-    def __init__(self, position: int) -> None:
-        self.position = position
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.reported = trio.Event()
+
+    def report(self, cluster: Cluster, node: int, position: int) -> None:
+        if position > cluster.store.log_end_position:
+            raise ProtocolError(f"node {node} holds up to {position}, past this log's end {cluster.store.log_end_position}")
+        cluster.fetched(node, position)
+        self.reported.set()
         self.reported = trio.Event()
 
 
 async def _read_reports(cluster: Cluster, stream: trio.SocketStream, node: int, progress: _Progress) -> None:
-    position = progress.position
     while True:
-        if position > cluster.store.log_end_position:
-            raise ProtocolError(f"node {node} holds up to {position}, past this log's end {cluster.store.log_end_position}")
-        cluster.fetched(node, position)
-        progress.position = position
-        progress.reported.set()
-        progress.reported = trio.Event()
         (position,) = HOLDS.unpack(await receive_exactly(stream, HOLDS.size))
+        progress.in_flight -= 1
+        progress.report(cluster, node, position)
 
 
 # ---- the follower's side ------------------------------------------------------------------
