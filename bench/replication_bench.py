@@ -25,7 +25,7 @@ lowest and highest round):
   reached the follower's position. The master's own high watermark (what its sync-state set
   acknowledged) is shown beside it, and, where the broker has it, the master's own
   `gregor_replication_follower_lag_bytes` per follower (commitlog bytes from the log end to the
-  position the follower last asked from), read in the same scrapes.
+  position the follower last reported holding), read in the same scrapes.
 - Latency. LATENCY_RATE records/s of 1 KiB, linger 0, to one partition: the time from produce()
   to the delivery report, p50 and p99 (the first second not counted), one node with acks=1 and the
   group with acks=1 and acks=all.
@@ -497,7 +497,7 @@ FOLLOWER_LAG = re.compile(r'^gregor_replication_follower_lag_bytes\{node="(\d+)"
 
 def scrape(admin: str, topic: str) -> tuple[int | None, dict[int, float]]:
     """From a node's /metrics: partition 0's high watermark, and (on the master, since the broker has
-    it) each follower's distance in commitlog bytes from the log end, by the position it last asked from."""
+    it) each follower's distance in commitlog bytes from the log end, by the position it last reported holding."""
     with urllib.request.urlopen(f"http://{admin}/metrics", timeout=2) as answer:
         text = answer.read().decode()
     hw = None
@@ -921,7 +921,7 @@ def report(run: Run, meta: dict) -> str:
                    "replication round trip. Advancing: how fast the high watermark moved over the same window, "
                    "against the producer's rate (while it is lower, the lag grows with the length of the run). "
                    "Where the broker has it, the master's own figure is read in the same scrapes: its commitlog end "
-                   "minus the position each follower last asked from, in commitlog bytes (batch headers included)."),
+                   "minus the position each follower last reported holding, in commitlog bytes (batch headers included)."),
                   "", "| measured | produce MB/s | advancing MB/s | p50 behind | p99 behind | max behind |",
                   "|---|---:|---:|---:|---:|---:|"]
         for who, text in (("follower", "followers' high watermark"),

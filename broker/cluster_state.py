@@ -114,7 +114,7 @@ def truncation_point(master_epochs: list[tuple[int, int]], master_end: int, foll
 @dataclass
 class Progress:
     position: int = 0  # the follower holds the commitlog below this
-    caught_up_ms: int = 0  # when it last asked from at least the log end of its previous ask
+    caught_up_ms: int = 0  # when it last reported holding at least the log end of its previous report
     previous_log_end: int = 0
     connected: bool = False
 

@@ -118,7 +118,7 @@ def _replication(broker: Broker) -> Iterator[Metric]:
     yield GaugeMetricFamily("gregor_replication_sync_state_set_size", "Nodes in the group's sync-state set (ISR)",
                             value=len(cluster.sync_state_set))
     behind = GaugeMetricFamily("gregor_replication_follower_lag_bytes",
-                               "Master's commitlog end minus the position a follower last asked from",
+                               "Master's commitlog end minus the position a follower last reported holding",
                                labels=["node"])
     for node, bytes_behind in cluster.follower_lag().items():
         behind.add_metric([str(node)], bytes_behind)

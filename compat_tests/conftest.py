@@ -40,8 +40,8 @@ from compat_tests.clients import (
     kafka_python,
     make_client,
 )
-from tests.cluster.conftest import ZOOKEEPER_JAR, BrokerGroup, ZooKeeperProcess
 from tests.broker.wire import WireClient
+from tests.cluster.conftest import ZOOKEEPER_JAR, BrokerGroup, ZooKeeperProcess
 from tests.conftest import BrokerProcess, start_broker
 from tests.oracle.kafka_broker import KafkaBroker, KafkaUnavailable
 from tests.oracle.kafka_cluster import KafkaCluster

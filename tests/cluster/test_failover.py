@@ -204,6 +204,48 @@ def test_metadata_shows_master_replicas_and_sync_state_set(broker_group):
     assert sorted(b["broker_id"] for b in cluster["brokers"]) == [1, 2, 3]
 
 
+def test_metadata_names_the_new_master_before_it_drops_the_old_one(broker_group):
+    """The first Metadata answer naming the new master still lists the killed one among the
+    brokers, which leaves the list LISTED_AFTER_LEAVING_MS later: librdkafka decommissions a
+    broker that leaves the list, and doing so in the same answer that moves its partitions sent
+    them back to "no leader" for a second (docs/replication.md, Metadata)."""
+    from kafka.protocol.metadata import MetadataRequest
+
+    from broker.cluster import LISTED_AFTER_LEAVING_MS
+    from tests.broker.wire import WireClient
+    group = broker_group(3)
+    create_topic(group, "moving", partitions=1)
+    old = group.master()
+    survivor = next(n for n in group.nodes if n != old)
+    wire = WireClient(group.address(survivor))
+    try:
+        def ask():
+            answer = wire.request(MetadataRequest[1](topics=["moving"]))
+            return answer.topics[0].partitions[0].leader_id, {b.node_id for b in answer.brokers}
+
+        deadline = time.monotonic() + 15
+        while ask() != (old, {1, 2, 3}):  # the survivor learns of the topic a moment after it is made
+            assert time.monotonic() < deadline, ask()
+            time.sleep(0.1)
+        group.kill(old)
+        deadline = time.monotonic() + SESSION_TIMEOUT_MS / 1000 + 30
+        leader, brokers = ask()
+        while leader in (old, -1):
+            assert time.monotonic() < deadline, "no new master in Metadata"
+            time.sleep(0.02)
+            leader, brokers = ask()
+        assert old in brokers, "the killed node left the broker list in the answer naming the new master"
+        named_at = time.monotonic()
+        while old in brokers:
+            assert time.monotonic() - named_at < LISTED_AFTER_LEAVING_MS / 1000 + 10, "the killed node stays listed"
+            time.sleep(0.1)
+            leader, brokers = ask()
+            assert leader not in (old, -1)
+        assert brokers == set(group.nodes) - {old}
+    finally:
+        wire.close()
+
+
 def test_followers_refuse_produce_and_fetch_with_not_leader(broker_group):
     """A client with stale metadata that reaches a follower is told NOT_LEADER_OR_FOLLOWER and
     re-routes; produce and fetch through a follower's address alone still work."""
