@@ -135,7 +135,7 @@ class SyncState:
             self.followers[node] = Progress(caught_up_ms=self.now_ms)
 
     def fetched(self, node: int, position: int, log_end: int, now_ms: int) -> None:
-        """Follower `node` asks for the log from `position` (so holds all below it)."""
+        """Follower `node` reports holding the log below `position` (replication HOLDS)."""
         p = self.followers.setdefault(node, Progress(caught_up_ms=now_ms))
         p.connected = True
         p.position = position  # as Kafka: a follower that lost a tail counts with what it holds now
