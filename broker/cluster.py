@@ -176,10 +176,7 @@ class Cluster:
         once-a-second lookup (seen in its debug log: "Reverting ... to leader -1"). Listed a
         moment longer, the node leaves the list after the partitions moved. Leaders, the
         sync-state set and offline replicas count live nodes only."""
-        now = now_ms()
-        listed = {node: info for node, (info, gone_ms) in self._leaving.items()
-                  if now - gone_ms < LISTED_AFTER_LEAVING_MS}
-        listed.update(self.live)
+        listed = {node: info for node, (info, _) in self._leaving.items()} | self.live
         return sorted((node, info["host"], info["port"]) for node, info in listed.items())
 
     def appended(self) -> None:
@@ -321,10 +318,10 @@ class Cluster:
         snap = await trio.to_thread.run_sync(self.zk.snapshot, live)
         self.groups = await trio.to_thread.run_sync(self.zk.groups)
         self.members = self.groups.get(self.group, (None, []))[1]
-        now = now_ms()
+        now = now_ms()  # nodes that left stay listed (live_brokers) until a step after LISTED_AFTER_LEAVING_MS
         self._leaving.update({node: (info, now) for node, info in self.live.items() if node not in live})
-        for node in [n for n, (_, gone_ms) in self._leaving.items() if n in live or now - gone_ms >= LISTED_AFTER_LEAVING_MS]:
-            del self._leaving[node]
+        self._leaving = {node: left for node, left in self._leaving.items()
+                         if node not in live and now - left[1] < LISTED_AFTER_LEAVING_MS}
         self.live = live
         self.record, self.record_version = snap.record, snap.version
         action = decide(self.node_id, snap, self.leading_epoch)

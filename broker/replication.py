@@ -49,6 +49,7 @@ CHUNK_BYTES = 4 << 20  # at most this much per chunk (at least one entry): big s
 # meanwhile waits at the master and leaves as one chunk: under load chunks grow, instead of one
 # per small append (10,000 partitions: ~1 KiB entries).
 CHUNKS_IN_FLIGHT = 2
+BUFFERS = CHUNKS_IN_FLIGHT  # a follower's receive buffers: one is freed before the report that lets a third chunk go
 IDLE_WAIT_S = 0.05  # an empty chunk after this without appends: the follower's hw, and its report
 RETRY_FIRST_S, RETRY_MAX_S = 0.02, 1.0  # a follower's reconnection backoff
 
@@ -190,8 +191,8 @@ async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
     position = store.log_end_position
     retained_from = store.log_start_position
     await stream.send_all(HOLDS.pack(position))
-    # Chunks are received into one of three reused buffers (one being applied, one waiting, one
-    # arriving) while the previous one is applied in a worker thread.
+    # Chunks are received into reused buffers (BUFFERS) while the previous one is applied in a
+    # worker thread; a buffer is free again before the HOLDS report that lets the master send more.
     free_send, free = trio.open_memory_channel[bytearray](BUFFERS)
     for _ in range(BUFFERS):
         free_send.send_nowait(bytearray(CHUNK_BYTES))
@@ -210,8 +211,6 @@ async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
                 retained_from = master_start
                 await trio.to_thread.run_sync(store.follow_retention, master_start)
 
-
-BUFFERS = 3
 
 
 async def _receive_chunks(stream: trio.SocketStream, free: trio.MemoryReceiveChannel[bytearray],
