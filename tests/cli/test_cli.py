@@ -19,6 +19,10 @@ from tests.cli.conftest import KAFKA, ROOT, assert_fails
 
 pytestmark = pytest.mark.clients
 BASE_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z
+# Records stamped in 2023 are past the default 7-day retention: Kafka deletes them (rolling the
+# active segment) at its next retention check, every 5 minutes, so topics written by
+# _produce_timed keep their records forever
+KEEP = ("--config", "retention.ms=-1")
 
 
 def _iso(ms: int) -> str:
@@ -75,7 +79,7 @@ def test_topic_create_list_describe_add_partitions_delete(target, topic_name):
 
 
 def test_topic_describe_shows_log_start_and_end_offsets(target, topic_name):
-    target("topic", "create", topic_name, "--partitions", "2")
+    target("topic", "create", topic_name, "--partitions", "2", *KEEP)
     _produce_timed(target.bootstrap, topic_name, 5)
     described = target("topic", "describe", topic_name, "-o", "json").json()
     assert [(p["log_start_offset"], p["log_end_offset"]) for p in described["partitions"]] == [(0, 3), (0, 2)]
@@ -140,7 +144,7 @@ def test_produce_without_a_key_separator_sends_whole_lines_with_acks_1_and_0(tar
 
 
 def test_consume_starts_at_an_offset_or_a_time_in_one_partition(target, topic_name):
-    target("topic", "create", topic_name, "--partitions", "2")
+    target("topic", "create", topic_name, "--partitions", "2", *KEEP)
     _produce_timed(target.bootstrap, topic_name, 20)  # partition 0: r0, r2, ..., r18 at offsets 0..9
     at_offset = target("consume", topic_name, "--partition", "0", "--offset", "7", "--max-messages", "2", "-o", "json")
     assert [(r["offset"], r["value"]) for r in at_offset.json_lines()] == [(7, "r14"), (8, "r16")]
@@ -191,7 +195,7 @@ def test_ctrl_c_ends_a_group_consume_cleanly_and_commits_what_it_printed(target,
 
 def test_group_list_describe_reset_and_delete(target, topic_name):
     group = f"g-{topic_name}"
-    target("topic", "create", topic_name, "--partitions", "2")
+    target("topic", "create", topic_name, "--partitions", "2", *KEEP)
     _produce_timed(target.bootstrap, topic_name, 10)
     done = target("consume", topic_name, "--group", group, "--from-beginning", "--max-messages", "10")
     assert done.returncode == 0 and len(done.stdout.splitlines()) == 10, done.stderr
@@ -255,7 +259,7 @@ def test_group_describe_shows_members_and_reset_refuses_an_active_group(target, 
 
 
 def test_query_by_time_range_prints_the_records_within_it(target, topic_name):
-    target("topic", "create", topic_name, "--partitions", "2")
+    target("topic", "create", topic_name, "--partitions", "2", *KEEP)
     _produce_timed(target.bootstrap, topic_name, 20)
     done = target("query", "--topic", topic_name, "--from", _iso(BASE_MS + 5_000), "--to", _iso(BASE_MS + 9_000))
     assert done.returncode == 0, done.stderr
@@ -281,7 +285,7 @@ def test_cluster_info_names_the_broker_and_the_cluster(target):
 
 def test_replay_still_works_and_says_it_is_deprecated(target, topic_name):
     group = f"replay-{topic_name}"
-    target("topic", "create", topic_name, "--partitions", "2")
+    target("topic", "create", topic_name, "--partitions", "2", *KEEP)
     _produce_timed(target.bootstrap, topic_name, 4)
     done = target("replay", "--group", group, "--topic", topic_name, "--to-time", str(BASE_MS + 2_000))
     assert done.returncode == 0
