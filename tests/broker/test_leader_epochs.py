@@ -5,6 +5,7 @@ fencing of a client whose current_leader_epoch differs from the leader's (issue 
 from __future__ import annotations
 
 import struct
+import time
 
 import pytest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
@@ -30,7 +31,7 @@ def _produce(client: WireClient, topic: str, count: int) -> None:
     for i in range(count):
         b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
                                       producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
-        b.append(0, timestamp=1_700_000_000_000 + i, key=None, value=b"v%d" % i, headers=[])
+        b.append(0, timestamp=int(time.time() * 1000), key=None, value=b"v%d" % i, headers=[])
         T = ProduceRequest.TopicProduceData
         r = client.request(ProduceRequest[8](transactional_id=None, acks=-1, timeout_ms=10000, topic_data=[T(
             name=topic, partition_data=[T.PartitionProduceData(index=0, records=bytes(b.build()))])]))

@@ -51,7 +51,9 @@ NOT_LEADER_OR_FOLLOWER = 6
 
 
 def topic(client: WireClient, configs: dict[str, str] | None = None) -> str:
-    name, error, message = create(client, configs)
+    # retention.ms=-1: records stamped T0 (2023) are past the default 7 days, and Kafka deletes
+    # them at its retention check (every 5 minutes), whenever that falls during a test
+    name, error, message = create(client, {"retention.ms": "-1", **(configs or {})})
     assert error == NONE, message
     return name
 
