@@ -32,6 +32,7 @@ from broker.cluster_state import (
     Wait,
     coordinator_group,
     decide,
+    groups_with_master,
     truncation_point,
 )
 from broker.cluster_topics import ClusterTopics
@@ -110,9 +111,8 @@ class Cluster:
 
     # ---- several broker groups ----------------------------------------------------------
     def group_names(self) -> list[str]:
-        """The groups that have had a master (the ones partitions and coordinators go to)."""
-        names = [name for name, (record, _) in self.groups.items() if record is not None]
-        return names if self.group in names else [*names, self.group]
+        """The groups that have had a master, as the last step read them (coordinators)."""
+        return groups_with_master(self.groups, self.group)
 
     def group_of(self, topic: str, partition: int) -> str:
         placement = self.topics.placements.get(topic)

@@ -185,6 +185,13 @@ class TopicRecord:
         return cls(obj["topic_id"], tuple(obj["partitions"]), dict(obj.get("configs", {})))
 
 
+def groups_with_master(groups: dict[str, tuple[GroupRecord | None, list[int]]], own: str) -> list[str]:
+    """The groups that have had a master (the ones partitions and coordinators go to), from
+    ZooKeeper's records by group name; `own` always (its master is about to be, or is, this node)."""
+    names = [name for name, (record, _) in groups.items() if record is not None]
+    return names if own in names else [*names, own]
+
+
 def place(topic: str, have: tuple[str, ...], total: int, groups: list[str]) -> tuple[str, ...]:
     """Partitions `len(have)`..`total - 1` spread round-robin over the groups, from a group the
     topic's name picks, so topics of few partitions do not all start on the same group."""

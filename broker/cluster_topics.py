@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from broker.cluster_state import TopicRecord, place
+from broker.cluster_state import TopicRecord, groups_with_master, place
 from store import AdminBusy, StoreError, TopicExists, TopicMeta, UnknownTopic
 from store.topics import RESERVED_PREFIX
 
@@ -34,13 +34,17 @@ class ClusterTopics:
         self.version = -1  # of /topics_changed when this node last read the topics (-1: read them)
         self._creating: set[str] = set()  # topics being auto-created
 
-    def _placement(self, name: str, have: tuple[str, ...], total: int, configs: dict[str, str]) -> tuple[str, ...]:
+    async def _placement(self, name: str, have: tuple[str, ...], total: int,
+                         configs: dict[str, str]) -> tuple[str, ...]:
         """Where partitions go: a view's where its source's are (it reads them there), others
-        round-robin over the groups."""
+        round-robin over the groups ZooKeeper has a master record for now. Read here, not taken
+        from the last step: a group whose master was elected a moment ago gets its share (as
+        Kafka's controller places replicas on every registered broker)."""
         source = self.placements.get(configs.get("view.source", ""))
         if source is not None and len(source) >= total:
             return source[:total]
-        return place(name, have, total, self.cluster.group_names())
+        groups = await trio.to_thread.run_sync(self.cluster.zk.groups)
+        return place(name, have, total, groups_with_master(groups, self.cluster.group))
 
     def create_soon(self, name: str, partitions: int) -> None:
         """Auto-creation: Metadata answers at once, the topic is made meanwhile."""
@@ -60,7 +64,7 @@ class ClusterTopics:
         """A new topic: its record in ZooKeeper first (the name is taken there, atomically), then
         in this group's commitlog; the other groups' masters create it from the record."""
         topic_id = uuid.uuid4()
-        record = TopicRecord(str(topic_id), self._placement(name, (), partitions, configs), dict(configs))
+        record = TopicRecord(str(topic_id), await self._placement(name, (), partitions, configs), dict(configs))
         if not await trio.to_thread.run_sync(self.cluster.zk.create_topic, name, record):
             raise TopicExists(name)
         self.placements[name] = record.placement
@@ -90,10 +94,9 @@ class ClusterTopics:
             raise UnknownTopic(name)
         old, version = topics.get(name, (TopicRecord(str(meta.topic_id), (self.cluster.group,) * meta.partitions,
                                                      dict(meta.configs)), -1))
-        new = TopicRecord(old.topic_id,
-                          old.placement if partitions is None else self._placement(name, old.placement, partitions,
-                                                                                   old.configs),
-                          old.configs if configs is None else dict(configs))
+        placement = (old.placement if partitions is None
+                     else await self._placement(name, old.placement, partitions, old.configs))
+        new = TopicRecord(old.topic_id, placement, old.configs if configs is None else dict(configs))
         written = (await trio.to_thread.run_sync(self.cluster.zk.create_topic, name, new) if version < 0
                    else await trio.to_thread.run_sync(self.cluster.zk.set_topic, name, new, version))
         if not written:

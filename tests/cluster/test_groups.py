@@ -6,15 +6,22 @@ several groups commit and abort as one; a failover in one group leaves the other
 from __future__ import annotations
 
 import uuid
+from types import SimpleNamespace
 
 import pytest
+import trio
 from confluent_kafka import Consumer, Producer
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewPartitions, NewTopic
 from kafka.protocol.metadata import FindCoordinatorRequest
 
+from broker.cluster_state import GroupRecord
+from broker.cluster_topics import ClusterTopics
+from broker.zk import ZooKeeper
 from compat_tests.clients import Message, make_client
+from store import Store
 from tests.broker.wire import WireClient
+from tests.store.conftest import tiny_config
 
 pytestmark = pytest.mark.clients
 
@@ -47,7 +54,10 @@ def create(boot: str, topic: str, partitions: int, rf: int = 2) -> None:
         admin.close()
 
 
-def wait_described(boot: str, topic: str, partitions: int, timeout: float = 30) -> list[dict]:
+def wait_described(boot: str, topic: str, partitions: int, timeout: float = 30, whole_isr: bool = False) -> list[dict]:
+    """The topic's partitions once each has a leader (and, with `whole_isr`, once the answering node
+    lists every replica in sync: a node learns another group's sync-state set a moment after
+    ZooKeeper has it, as Kafka's brokers learn the controller's metadata)."""
     import time
     deadline = time.monotonic() + timeout
     while True:
@@ -55,7 +65,8 @@ def wait_described(boot: str, topic: str, partitions: int, timeout: float = 30) 
             parts = describe(boot, topic)
         except Exception:  # noqa: BLE001 - not everywhere yet
             parts = []
-        if len(parts) == partitions and all(p["leader_id"] >= 0 for p in parts):
+        if len(parts) == partitions and all(p["leader_id"] >= 0 and (not whole_isr or sorted(p["isr_nodes"]) ==
+                                                                      sorted(p["replica_nodes"])) for p in parts):
             return parts
         assert time.monotonic() < deadline, f"{topic} not served with {partitions} partitions"
         time.sleep(0.3)
@@ -65,7 +76,7 @@ def test_partitions_spread_over_the_groups_each_served_by_its_master(two_groups)
     a, b = two_groups
     boot = bootstrap(a, b)
     create(boot, "spread", 4)
-    parts = wait_described(boot, "spread", 4)
+    parts = wait_described(boot, "spread", 4, whole_isr=True)
     masters = {a.master(), b.master()}
     assert {p["leader_id"] for p in parts} == masters
     for p in parts:
@@ -80,6 +91,29 @@ def test_partitions_spread_over_the_groups_each_served_by_its_master(two_groups)
     b_partition = next(p["partition_index"] for p in parts if p["leader_id"] in b.nodes)
     only_a = make_client("confluent-kafka", a.address(a.master()))  # is told where the partition's leader is
     assert only_a.produce("spread", [Message(b"routed", partition=b_partition)])
+
+
+def test_placement_reads_the_groups_from_zookeeper_not_from_the_nodes_last_step(zookeeper, tmp_path):
+    """CreateTopics and CreatePartitions at a master whose last look at ZooKeeper (a step) came
+    before another group elected its master: that group still gets its share. (Before, CI saw a
+    topic made right after two groups started land wholly on the creating master's group.)"""
+    zk = ZooKeeper(f"{zookeeper.connect}/t-{uuid.uuid4().hex[:12]}", "b", 4000, lambda: None)
+    zk.start(10)
+    store = Store.open(tmp_path / "data", tiny_config())
+    try:
+        for name, master in (("a", 1), ("b", 3)):
+            zk.client.create(f"/groups/{name}/state", GroupRecord(master, 1, (master,)).encode(), makepath=True)
+        # its steps have seen no group yet: only its own
+        stale = SimpleNamespace(group="b", groups={}, group_names=lambda: ["b"], zk=zk, store=store)
+        topics = ClusterTopics(stale)
+        trio.run(topics.create_topic, "spread", 4, {})
+        assert sorted(topics.placements["spread"]) == ["a", "a", "b", "b"]
+        trio.run(topics.change_topic, "spread", 6)
+        assert sorted(topics.placements["spread"][4:]) == ["a", "b"]
+        assert zk.topics()[0]["spread"][0].placement == topics.placements["spread"]
+    finally:
+        store.close()
+        zk.stop()
 
 
 def test_coordinators_spread_over_the_groups_masters_and_offsets_commit_there(two_groups):
