@@ -212,7 +212,6 @@ async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
                 await trio.to_thread.run_sync(store.follow_retention, master_start)
 
 
-
 async def _receive_chunks(stream: trio.SocketStream, free: trio.MemoryReceiveChannel[bytearray],
                           arrived: trio.MemorySendChannel[tuple]) -> None:
     sock = stream.socket
