@@ -39,6 +39,7 @@ from broker.cluster_topics import ClusterTopics
 from broker.inter_broker import MarkersNotWritten
 from broker.zk import ZooKeeper
 from protocol.errors import ErrorCode
+from store.topics import RESERVED_PREFIX
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -114,9 +115,17 @@ class Cluster:
         """The groups that have had a master, as the last step read them (coordinators)."""
         return groups_with_master(self.groups, self.group)
 
-    def group_of(self, topic: str, partition: int) -> str:
+    def group_of(self, topic: str, partition: int) -> str | None:
+        """The broker group a partition is placed on; None while this node does not know it yet. A
+        follower's commitlog can bring a topic (or new partitions) before the follower's step has
+        read the placement from ZooKeeper; saying "this group" then sent clients to the wrong
+        master (CI: every partition of a topic spread over two groups reported as group a's).
+        A master's unplaced topics are its own: it had them before joining a cluster and
+        publishes them (ClusterTopics.sync)."""
         placement = self.topics.placements.get(topic)
-        return placement[partition] if placement is not None and 0 <= partition < len(placement) else self.group
+        if placement is not None and 0 <= partition < len(placement):
+            return placement[partition]
+        return self.group if self.leading or topic.startswith(RESERVED_PREFIX) else None
 
     def leads(self, topic: str, partition: int) -> bool:
         """Does this node serve the partition's reads and writes (master of its group)?"""
@@ -125,6 +134,8 @@ class Cluster:
     def partition_view(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int]]:
         """(leader, leader epoch, replicas, ISR) of a partition, as Metadata reports it."""
         name = self.group_of(topic, partition)
+        if name is None:  # placement not read yet: Kafka's "leader not available" of a topic being made
+            return -1, 0, [], []
         if name == self.group:
             return self.master, self.epoch, self.members, self.sync_state_set
         record, members = self.groups.get(name, (None, []))

@@ -15,6 +15,7 @@ from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewPartitions, NewTopic
 from kafka.protocol.metadata import FindCoordinatorRequest
 
+from broker.cluster import Cluster
 from broker.cluster_state import GroupRecord
 from broker.cluster_topics import ClusterTopics
 from broker.zk import ZooKeeper
@@ -114,6 +115,32 @@ def test_placement_reads_the_groups_from_zookeeper_not_from_the_nodes_last_step(
     finally:
         store.close()
         zk.stop()
+
+
+def test_a_follower_that_has_not_read_a_topics_placement_reports_no_leader_not_its_own_master(tmp_path):
+    """A follower's commitlog can bring a topic before its step reads the topic's placement from
+    ZooKeeper. Metadata then says "leader not available" (as Kafka does for a topic being made),
+    not "all partitions on this group" (CI: a topic spread over two groups described as wholly
+    group a's, from group a's follower). A master's unplaced topics stay its own."""
+    store = Store.open(tmp_path / "data", tiny_config())
+    try:
+        store.create_topic("spread", 2, {})
+        config = {"node.id": 2, "broker.group": "a", "replica.lag.time.max.ms": 10000,
+                  "zookeeper.connect": "127.0.0.1:1/unused", "zookeeper.session.timeout.ms": 4000}
+        cluster = Cluster(SimpleNamespace(config=config, store=store))
+        cluster.record, cluster.members = GroupRecord(1, 3, (1, 2)), [1, 2]
+        cluster.groups = {"a": (cluster.record, [1, 2]), "b": (GroupRecord(3, 1, (3, 4)), [3, 4])}
+        cluster.live = {n: {} for n in (1, 2, 3, 4)}
+        assert [cluster.partition_view("spread", i) for i in range(2)] == [(-1, 0, [], [])] * 2
+        cluster.topics.placements["spread"] = ("b", "a")  # its step read ZooKeeper
+        assert [cluster.partition_view("spread", i) for i in range(3)] == [
+            (3, 1, [3, 4], [3, 4]), (1, 3, [1, 2], [1, 2]), (-1, 0, [], [])]  # a partition not placed yet
+        cluster.topics.placements.clear()
+        cluster.leading_epoch = 3  # a master: a topic it had before joining is this group's
+        cluster.record, cluster.live = GroupRecord(2, 3, (1, 2)), {n: {} for n in (1, 2, 3, 4)}
+        assert cluster.group_of("spread", 1) == "a"
+    finally:
+        store.close()
 
 
 def test_coordinators_spread_over_the_groups_masters_and_offsets_commit_there(two_groups):
