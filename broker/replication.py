@@ -11,7 +11,11 @@ position it holds: that report is what moves the master's high watermark (acks=a
 
 The wire, big-endian (Gregor's own, between Gregor nodes only):
   follower -> master, once:  HELLO   magic "GRHA" | version u8 | node id i32 | last master epoch i32 | log end i64
-  master -> follower, once:  WELCOME status i8 (0: ok, 1: not the master) | epoch i32 | truncate to i64
+  master -> follower, once:  WELCOME status i8 (0: ok, 1: not the master, 2: start over) | epoch i32 |
+                                     truncate to i64 (start over: the master's first position)
+                             start over only: COPY  end i64 | length i32 | JSON {"<topic id>/<p>": [log start,
+                                     log end]}: the master's position and queue bounds to derive the copy at
+                                     (the follower's log ends below the master's first position: Store.start_over)
   follower -> master:        HOLDS   position i64: it holds the commitlog below; the first one (its
                                      log end once truncated) is where shipping starts
   master -> follower:        CHUNK   start i64 | high watermark position i64 | log start position i64 |
@@ -23,6 +27,7 @@ broker/cluster.py's, and the truncation point broker/cluster_state.py's.
 
 from __future__ import annotations
 
+import json
 import logging
 import struct
 from typing import TYPE_CHECKING
@@ -43,7 +48,8 @@ HELLO = struct.Struct(">4sBiiq")
 WELCOME = struct.Struct(">biq")
 HOLDS = struct.Struct(">q")
 CHUNK = struct.Struct(">qqqi")
-OK, NOT_MASTER = 0, 1
+COPY = struct.Struct(">qi")
+OK, NOT_MASTER, START_OVER = 0, 1, 2
 CHUNK_BYTES = 4 << 20  # at most this much per chunk (at least one entry): big sequential writes
 # Chunks shipped and not yet answered: one applied while the next one arrives. What is appended
 # meanwhile waits at the master and leaves as one chunk: under load chunks grow, instead of one
@@ -82,14 +88,21 @@ async def serve_follower(cluster: Cluster, stream: trio.SocketStream) -> None:
                 await stream.send_all(WELCOME.pack(NOT_MASTER, -1, -1))
                 return
             truncate_to = cluster.truncation_point(follower_epoch, follower_end)
-            await stream.send_all(WELCOME.pack(OK, epoch, truncate_to))
-            log.info("node %d follows from commitlog position %d (its log ended at %d, epoch %d)",
-                     node, truncate_to, follower_end, follower_epoch)
+            if truncate_to < cluster.store.log_start_position:  # retention deleted what it lacks
+                first, end, queues = await trio.to_thread.run_sync(cluster.store.replica_bounds)
+                bounds = json.dumps(queues).encode()
+                await stream.send_all(WELCOME.pack(START_OVER, epoch, first) + COPY.pack(end, len(bounds)) + bounds)
+                log.warning("node %d's commitlog ends at %d, below this log's first position %d: it starts over "
+                            "from a copy of this one", node, follower_end, first)
+            else:
+                await stream.send_all(WELCOME.pack(OK, epoch, truncate_to))
+                log.info("node %d follows from commitlog position %d (its log ended at %d, epoch %d)",
+                         node, truncate_to, follower_end, follower_epoch)
             await _ship(cluster, stream, node, epoch)
         except* (ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
             log.info("replication stream closed: %s", group.exceptions[0])
-        except* ValueError as group:  # a position retention deleted: this follower must start over from a copy
-            log.error("cannot serve a follower: %s", group.exceptions[0])
+        except* ValueError as group:  # retention deleted the position meanwhile: the follower says hello again
+            log.warning("cannot serve a follower: %s", group.exceptions[0])
 
 
 async def _ship(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: int) -> None:
@@ -178,13 +191,17 @@ async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
     my_epoch = epochs[-1][0] if epochs else 0
     await stream.send_all(HELLO.pack(MAGIC, VERSION, cluster.node_id, my_epoch, store.log_end_position))
     status, master_epoch, truncate_to = WELCOME.unpack(await receive_exactly(stream, WELCOME.size))
-    if status != OK:
+    if status not in (OK, START_OVER):
         log.debug("node %d is not the master yet (or any more)", node)
         return
     if master_epoch != epoch:
         raise ProtocolError(f"node {node} leads in epoch {master_epoch}, expected {epoch}")
     welcomed.append(True)
-    if truncate_to < store.log_end_position:
+    if status == START_OVER:  # the master's retention deleted what this log lacks: copy its log from its start
+        end, size = COPY.unpack(await receive_exactly(stream, COPY.size))
+        queues = {key: (bound[0], bound[1]) for key, bound in json.loads(await receive_exactly(stream, size)).items()}
+        await trio.to_thread.run_sync(store.start_over, truncate_to, end, queues)
+    elif truncate_to < store.log_end_position:
         log.warning("truncating the commitlog from %d to %d: the new master (node %d, epoch %d) never had "
                     "what follows", store.log_end_position, truncate_to, node, epoch)
         await trio.to_thread.run_sync(store.truncate_log, truncate_to)
@@ -205,9 +222,15 @@ async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
                                                          memoryview(buffer)[:length])
             if len(buffer) == CHUNK_BYTES:
                 free_send.send_nowait(buffer)
+            copied_to = store.starting_over
+            if copied_to is not None and position >= copied_to:  # a copy (START_OVER) complete: derive it
+                await trio.to_thread.run_sync(store.finish_start_over)
+                retained_from = store.log_start_position
             store.replicated_to(min(hw_position, position))
             await stream.send_all(HOLDS.pack(position))
-            if master_start > retained_from:  # the master's retention deleted segments: so does this log
+            if master_start > retained_from and store.starting_over is None:
+                # the master's retention deleted segments: so does this log (not a copy being made:
+                # that is derived from its first position)
                 retained_from = master_start
                 await trio.to_thread.run_sync(store.follow_retention, master_start)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import errno
 import fcntl
+import json
 import logging
 import os
 import resource
@@ -27,7 +28,7 @@ import numpy as np
 
 from protocol.record_batch import TRANSACTIONAL_BIT, BatchHeader, end_transaction_marker, parse_header
 from store import legacy, msgid, records, recovery, retention
-from store.atomic_file import fsync_dir
+from store.atomic_file import fsync_dir, replace
 from store.checkpoint import Checkpoint, mark_clean, queue_key, take_clean_mark
 from store.commitlog import CommitLog
 from store.compaction import Cleaner, CleanStats, Policy
@@ -68,6 +69,7 @@ from store.periodic import Periodic
 from store.records import StoredRecord
 from store.replica import Unreplicated
 from store.reserver import QueueReserver
+from store.segment import Segment
 from store.state import (
     MASTER_EPOCH,
     STATE_TOPIC,
@@ -162,6 +164,9 @@ class Store:
         self._unreplicated: Unreplicated | None = None
         self.following = False
         self._default_epoch = 0  # the epoch a new partition is led in (begin_master_epoch)
+        # A follower starting over from its master's copy (start_over): the position its copy is
+        # derived at, and the master's queue bounds there; None otherwise
+        self._start_over: tuple[int, dict[str, tuple[int, int]]] | None = None
         self.offsets: OffsetStore = view.offsets
         self.offsets.attach(self.write_state)
         commitlog.start_allocator()
@@ -196,7 +201,15 @@ class Store:
         return store
 
     @classmethod
-    def _open(cls, root: Path, config: StoreConfig) -> Store:
+    def _open(cls, root: Path, config: StoreConfig, into: Store | None = None,
+              bounds: dict[str, tuple[int, int]] | None = None) -> Store:
+        """Recover the store in `root` (into `into`, a store starting over: Store.start_over);
+        a rebuild takes the queue bounds of partitions the commitlog has no entry of from
+        `bounds` (the master's, when a follower finishes starting over)."""
+        if into is None and (root / START_OVER_FILE).exists():
+            log.warning("%s holds a partial copy of a master's commitlog (the node stopped while starting over "
+                        "from it): discarding it; the master ships its commitlog again", root)
+            _discard_derived_and_log(root)
         view = StateView(TopicRegistry(), OffsetStore())
         old = legacy.read(root)
         clean = take_clean_mark(root / "clean_shutdown")
@@ -224,10 +237,12 @@ class Store:
         if parts is None:
             recovery.read_state(root, config, commitlog, None, view, tail=True)
             _adopt_legacy_topics(view, old)
-            parts, index = recovery.rebuild(root, registry, config, commitlog, ckpt)
+            parts, index = recovery.rebuild(root, registry, config, commitlog,
+                                            ckpt if bounds is None else Checkpoint(queues=bounds))
             key_position = commitlog.min_position  # a fresh key index: the dispatcher indexes it all
         _remove_stray_queues(root / "consumequeue", registry)
-        store = cls(root, config, view, commitlog, parts, index, key_position)
+        store = cls.__new__(cls) if into is None else into
+        store.__init__(root, config, view, commitlog, parts, index, key_position)
         if trusted:  # a clean close msynced every queue: only later moves need it again
             store._checkpointed = dict(ckpt.queues)
         if ckpt is not None and not rebuilt:  # a rebuild may bring back what the cleaner had dropped
@@ -315,15 +330,7 @@ class Store:
         if self._closed:
             return
         self._closed = True
-        self._checkpointer.stop()
-        self._retention.stop()
-        self.cleaner.stop()
-        self._cleaning.stop()
-        self._reserver.stop()
-        self._keys.wait_caught_up(5.0)  # what it has not indexed by then, it indexes at the next start
-        self._keys.stop()
-        self._flusher.stop()
-        self._log.stop_allocator()
+        self._stop_threads(wait_for_keys=True)
         self.write_checkpoint(every_queue=True)
         with self._lock:
             if self.offline is None:  # after a failed fsync nothing is known durable: recover at start
@@ -332,6 +339,18 @@ class Store:
         if self._dir_lock is not None:
             os.close(self._dir_lock)  # releases the flock
             self._dir_lock = None
+
+    def _stop_threads(self, wait_for_keys: bool = False) -> None:
+        self._checkpointer.stop()
+        self._retention.stop()
+        self.cleaner.stop()
+        self._cleaning.stop()
+        self._reserver.stop()
+        if wait_for_keys:
+            self._keys.wait_caught_up(5.0)  # what it has not indexed by then, it indexes at the next start
+        self._keys.stop()
+        self._flusher.stop()
+        self._log.stop_allocator()
 
     def _go_offline(self, exc: OSError) -> None:
         """The flusher's fsync failed: refuse appends until restart (called by the flusher)."""
@@ -909,6 +928,8 @@ class Store:
         batch. Every entry must continue its partition (base offset = its high watermark),
         checked before a piece is written: ReplicationError otherwise (a diverged log:
         truncate first). Returns the new write position."""
+        if self._start_over is not None:
+            return self._append_copy(position, data)
         view = memoryview(data)
         state_id = self._parts[STATE_TOPIC][0].topic_id
         local = piece = 0
@@ -983,6 +1004,96 @@ class Store:
             for callback in self._subscribers:
                 callback(topic, partition)
         return end
+
+    # ---- starting over from the master's copy --------------------------------------------
+    @property
+    def starting_over(self) -> int | None:
+        """While this follower starts over (start_over): the position its copy is derived at."""
+        return None if self._start_over is None else self._start_over[0]
+
+    def replica_bounds(self) -> tuple[int, int, dict[str, tuple[int, int]]]:
+        """(first commitlog position, write position, each queue's (log start, log end) by
+        queue key), taken together under the append lock: what a follower that starts over
+        from this log's first position needs besides its bytes (start_over)."""
+        with self._lock:
+            ids = {meta.name: str(meta.topic_id) for meta in recovery.metas(self._registry)}
+            queues = {queue_key(ids[p.topic], p.index): (p.queue.log_start, p.queue.high_watermark)
+                      for p in self._all_partitions() if p.topic in ids}
+            return self._log.min_position, self._log.write_position, queues
+
+    def start_over(self, position: int, end: int, queues: dict[str, tuple[int, int]]) -> None:
+        """Discard this follower's commitlog and everything derived from it, and hold an empty
+        commitlog from `position`, its master's first position: its log ends below that (the
+        master's retention deleted what it lacks), as Kafka's follower truncates fully and
+        fetches from the leader's log start. The master's entries are then written as they come
+        (append_replicated) and derived once the copy reaches `end` (finish_start_over), by a
+        rebuild as recovery does: a topic's state record, carried forward by the master's
+        retention, can follow batches of the topic. `queues` are the master's queue bounds at
+        `end` (replica_bounds), for partitions the copy holds no entry of. A restart before the
+        copy is derived finds START_OVER_FILE and discards the partial copy (_open)."""
+        if not self.following:
+            raise StoreError("only a follower starts over from its master's copy")
+        with self._admin_lock:
+            self._stop_threads()
+            with self._lock:
+                self._log.close()
+            _discard_derived_and_log(self.root)
+            replace(self.root / START_OVER_FILE, json.dumps({"position": position, "end": end}).encode())
+            (self.root / "commitlog").mkdir()
+            Segment.create(self.root / "commitlog", position, self.config.segment_bytes,
+                           prezero=self.config.flush_mode == "sync").drop(unlink=False)
+            self._reopen()
+            self._start_over = (end, dict(queues))
+        log.warning("commitlog discarded: it ended below the master's first position %d; copying the master's "
+                    "commitlog from there (derived once the copy reaches %d)", position, end)
+
+    def _append_copy(self, position: int, data: bytes | memoryview) -> int:
+        """Write shipped entries while starting over: checked and written, not derived yet."""
+        with self._lock:
+            if self.offline is not None:
+                raise self.offline
+            try:
+                self._log.append_raw(position, data)
+            except OSError as exc:
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise StorageFull(str(exc)) from exc
+                raise self._set_offline(exc, "write") from exc
+            return self._log.write_position
+
+    def finish_start_over(self) -> None:
+        """The copy reached the position start_over was given: derive everything from it (the
+        queues the copy has no entry of as the master had them there; log starts no lower than
+        the master's), then forget the start-over."""
+        assert self._start_over is not None
+        _, queues = self._start_over
+        with self._admin_lock:
+            self._stop_threads()
+            with self._lock:
+                self._log.flush(self._log.min_position, self._log.write_position)
+                self._log.close()
+            for name in ("checkpoint", "clean_shutdown"):
+                (self.root / name).unlink(missing_ok=True)
+            self._reopen(queues)
+            ids = {meta.name: str(meta.topic_id) for meta in recovery.metas(self._registry)}
+            with self._lock:
+                for part in self._all_partitions():
+                    bound = queues.get(queue_key(ids[part.topic], part.index)) if part.topic in ids else None
+                    if bound is not None and part.queue.log_start < bound[0] <= part.queue.high_watermark:
+                        part.queue.advance_log_start(bound[0])
+            self.write_checkpoint(every_queue=True)
+            (self.root / START_OVER_FILE).unlink()
+            fsync_dir(self.root)
+        log.info("the master's commitlog copied from %d to %d and derived", self.log_start_position,
+                 self.log_end_position)
+
+    def _reopen(self, bounds: dict[str, tuple[int, int]] | None = None) -> None:
+        """Recover this store again from its files (its threads stopped, its commitlog closed),
+        keeping its subscribers, its data directory lock and its part in a broker group."""
+        subscribers, dir_lock, following = self._subscribers, self._dir_lock, self.following
+        Store._open(self.root, self.config, into=self, bounds=bounds)
+        self._subscribers, self._dir_lock = subscribers, dir_lock
+        if following:
+            self.replicate(following=True)
 
     def truncate_log(self, position: int) -> None:
         """Cut the commitlog back to `position`, an entry boundary (a returning old leader, or a
@@ -1364,6 +1475,19 @@ def _lock_data_dir(root: Path) -> int:
         raise StoreError(f"data directory {root} is in use by another process (its .lock is held); "
                          "stop that broker first") from None
     return fd
+
+
+START_OVER_FILE = "start_over"  # present while a follower's commitlog is a partial copy (Store.start_over)
+
+
+def _discard_derived_and_log(root: Path) -> None:
+    """Remove the commitlog and every file derived from it (not the directory's lock, nor the
+    broker's own files such as cluster_id)."""
+    for name in ("commitlog", "consumequeue", "index"):
+        shutil.rmtree(root / name, ignore_errors=True)
+    for name in ("checkpoint", "clean_shutdown", START_OVER_FILE):
+        (root / name).unlink(missing_ok=True)
+    fsync_dir(root)
 
 
 def _adopt_legacy_topics(view: StateView, old: legacy.Legacy | None) -> None:

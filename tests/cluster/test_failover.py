@@ -6,6 +6,7 @@ the new master never had, catches up and rejoins the set."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -329,6 +330,64 @@ def test_followers_delete_the_segments_the_masters_retention_deleted(broker_grou
     while any(first_segment(n) < first_segment(master) for n in group.nodes if n != master):
         assert time.monotonic() < deadline, {n: first_segment(n) for n in group.nodes}
         time.sleep(0.3)
+
+
+def test_a_node_behind_the_masters_retention_or_on_an_empty_disk_copies_the_masters_log(broker_group):
+    """Two followers stop; the master's retention then deletes the segments where their logs end.
+    One comes back with its old data, the other on an empty disk (a replaced one): each copies the
+    master's commitlog from its first position (as Kafka's follower truncates fully and fetches
+    from the leader's log start), rejoins the sync-state set, and serves the same records, log
+    starts and committed offsets as master."""
+    group = broker_group(3, **{"commitlog.segment.bytes": str(256 * 1024), "message.max.bytes": "65536",
+                               "log.retention.bytes": str(512 * 1024), "log.retention.check.interval.ms": "300",
+                               "replica.lag.time.max.ms": "2000"})
+    create_topic(group, "retained", partitions=2)
+    client = make_client("kafka-python", group.bootstrap)
+    client.produce("retained", [Message(f"early-{i}".encode(), partition=1) for i in range(3)])
+    from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
+    committer = KafkaConsumer(bootstrap_servers=group.bootstrap, group_id="readers", enable_auto_commit=False)
+    committer.commit({TopicPartition("retained", 1): OffsetAndMetadata(2, "", -1)})
+    committer.close()
+    master = group.master()
+    behind, wiped = (n for n in group.nodes if n != master)
+    group.kill(behind)
+    group.kill(wiped)
+
+    def segments(node: int) -> list[str]:
+        return sorted(p.name for p in (group.nodes[node].data_dir / "commitlog").iterdir() if p.name.isdigit())
+
+    their_last = segments(behind)[-1]
+    for round_ in range(10):
+        client.produce("retained", [Message(bytes(1000) + f"{round_}-{i}".encode(), partition=0) for i in range(200)])
+    deadline = time.monotonic() + 30
+    while segments(master)[0] <= their_last:
+        assert time.monotonic() < deadline, "the master's retention did not pass the stopped followers' logs"
+        time.sleep(0.3)
+    shutil.rmtree(group.nodes[wiped].data_dir)
+    group.restart(behind)
+    group.restart(wiped)
+    group.wait_sync_state_set(3)
+    expected = {p: [(r.offset, r.value) for r in records] for p, records in read_all(group, "retained", 2).items()}
+    assert expected[1] == [] and len(expected[0]) > 0
+    for node in (behind, wiped):  # each copy, made master (the only node left), serves what the first did
+        others = [n for n in group.nodes if n != node]
+        old = group.master()
+        for other in others:
+            group.kill(other)
+        assert group.master(timeout=60, other_than=None if old == node else old) == node
+        got = {p: [(r.offset, r.value) for r in records] for p, records in read_all(group, "retained", 2).items()}
+        assert got == expected
+        reader = KafkaConsumer(bootstrap_servers=group.bootstrap, group_id="readers", enable_auto_commit=False)
+        try:
+            partitions = [TopicPartition("retained", p) for p in (0, 1)]
+            assert reader.beginning_offsets(partitions)[partitions[1]] == 3  # every record retention deleted
+            assert reader.end_offsets(partitions)[partitions[1]] == 3
+            assert reader.committed(partitions[1]) == 2
+        finally:
+            reader.close()
+        for other in others:
+            group.restart(other)
+        group.wait_sync_state_set(3)
 
 
 def test_gregor_group_list_and_describe_work_against_a_cluster(broker_group):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from store import Store
-from store.errors import ReplicationError
+from store.errors import ReplicationError, StoreError
 from tests.store.conftest import append, build_batch, tiny_config
 
 TOPICS = {"orders": (2, {"tag.header": "tag"}), "users": (1, {"key.index.enable": "true"})}
@@ -109,3 +109,107 @@ def test_truncating_a_diverged_log_then_catching_up_gives_the_leaders_log(tmp_pa
     assert [h.offset for h in old.lookup_key("users", b"u101", 0, 2**62)] == [21]
     old.close()
     new.close()
+
+
+# ---- a follower its leader's retention left behind starts over from a copy ----------------
+
+def copy_from(leader: Store, follower: Store, chunk: int = 5000) -> None:
+    """Broker/replication.py's start-over: the leader's bounds, an empty log from its first
+    position, the leader's entries written as they come and derived once they reach its end."""
+    first, end, queues = leader.replica_bounds()
+    follower.start_over(first, end, queues)
+    assert follower.starting_over == end and follower.log_end_position == first
+    fill(leader, 1000, 6)  # appended after the bounds were taken: derived with the copy or after it
+    while follower.log_end_position < leader.log_end_position:
+        position, data = leader.read_log(follower.log_end_position, chunk)
+        follower.append_replicated(position, data)
+        copied_to = follower.starting_over
+        if copied_to is not None and follower.log_end_position >= copied_to:
+            follower.finish_start_over()
+
+
+def retained(leader: Store) -> None:
+    """Topics, offsets and a topic whose every record retention deleted; then retention runs."""
+    leader.create_topic("idle", 1, {})
+    for i in range(5):
+        append(leader, "idle", 0, build_batch([b"i%d" % i]))
+    leader.offsets.commit("readers", "orders", 1, 7)
+    fill(leader, 0, 80)
+    leader.offsets.commit("readers", "orders", 0, 30)
+    assert leader.enforce_retention() > 0
+    assert leader.log_start_position > 0
+    assert leader.log_start_offset("idle", 0) == leader.high_watermark("idle", 0) == 5
+
+
+def same_from_start(leader: Store, follower: Store) -> None:
+    follower.replicated_to(follower.log_end_position)  # its high watermarks: what its set holds
+    assert (follower.log_start_position, follower.log_end_position) == (leader.log_start_position,
+                                                                        leader.log_end_position)
+    position = leader.log_start_position
+    while position < leader.log_end_position:  # byte for byte, at the same positions
+        at, theirs = leader.read_log(position, 1 << 20)
+        assert follower.read_log(position, 1 << 20) == (at, theirs)
+        position = at + len(theirs)
+    assert {n: (m.topic_id, m.partitions, m.configs) for n, m in follower.topics().items()} == \
+        {n: (m.topic_id, m.partitions, m.configs) for n, m in leader.topics().items()}
+    for name, meta in leader.topics().items():
+        for p in range(meta.partitions):
+            start = leader.log_start_offset(name, p)
+            assert (follower.log_start_offset(name, p), follower.high_watermark(name, p)) == \
+                (start, leader.high_watermark(name, p)), (name, p)
+            ours = [bytes(b) for b in follower.read(name, p, start, 1 << 30).batches]
+            assert ours == [bytes(b) for b in leader.read(name, p, start, 1 << 30).batches]
+    assert follower.offsets.fetch_group("readers") == leader.offsets.fetch_group("readers")
+    for key in (b"u79", b"u1003"):  # keys: indexed from the copy
+        assert [h.offset for h in follower.lookup_key("users", key, 0, 2**62)] == \
+            [h.offset for h in leader.lookup_key("users", key, 0, 2**62)] != []
+
+
+def test_a_follower_behind_the_leaders_retention_starts_over_from_a_copy_and_derives_it(tmp_path):
+    leader = make(tmp_path / "leader")
+    leader_config = tiny_config(retention_bytes=4 * 8192)
+    leader.close()
+    leader = Store.open(tmp_path / "leader", leader_config)
+    follower = make(tmp_path / "follower", follower=True)
+    try:
+        fill(leader, 2000, 3)
+        ship(leader, follower)  # it had the log's start, then stopped following
+        retained(leader)
+        assert follower.log_end_position < leader.log_start_position
+        with pytest.raises(StoreError):  # only a follower discards its log for its master's
+            follower.start_over(*leader.replica_bounds())
+        follower.replicate(following=True)
+        copy_from(leader, follower, chunk=3000)
+        assert follower.starting_over is None and not (tmp_path / "follower" / "start_over").exists()
+        same_from_start(leader, follower)
+        fill(leader, 3000, 4)  # derived as they come, as before
+        ship(leader, follower)
+        same_from_start(leader, follower)
+        follower.close()
+        follower = Store.open(tmp_path / "follower", tiny_config())  # the copy survives a restart as it is
+        same_from_start(leader, follower)
+    finally:
+        leader.close()
+        follower.close()
+
+
+def test_a_restart_while_starting_over_discards_the_partial_copy(tmp_path):
+    leader = Store.open(tmp_path / "leader", tiny_config(retention_bytes=4 * 8192))
+    follower = make(tmp_path / "follower", follower=True)
+    try:
+        for name, (partitions, configs) in TOPICS.items():
+            leader.create_topic(name, partitions, configs)
+        retained(leader)
+        follower.replicate(following=True)
+        first, end, queues = leader.replica_bounds()
+        follower.start_over(first, end, queues)
+        position, data = leader.read_log(first, 3000)
+        follower.append_replicated(position, data)  # part of it: not derived
+        assert follower.topics() == {}
+        follower.close()
+        follower = Store.open(tmp_path / "follower", tiny_config())
+        assert (follower.log_start_position, follower.log_end_position) == (0, 0)  # asks for the copy again
+        assert follower.topics() == {} and not (tmp_path / "follower" / "start_over").exists()
+    finally:
+        leader.close()
+        follower.close()
