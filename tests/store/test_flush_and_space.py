@@ -157,3 +157,38 @@ def test_close_is_idempotent(data_dir):
     s.close()
     assert (data_dir / "clean_shutdown").exists()
     Store.open(data_dir, tiny_config()).close()
+
+
+def test_a_checkpoint_syncs_the_file_system_once_when_many_queues_moved_and_msyncs_a_few(data_dir, monkeypatch):
+    """Each moved queue's mapping is msynced when few moved; from SYNCFS_FROM_QUEUES on, one
+    syncfs of the data directory's file system makes them all durable (10,000 partitions: one
+    writeback per checkpoint, not one per queue). Either way the queues are on disk first."""
+    import store.store as store_module
+    from store.consume_queue import ConsumeQueue
+    s = Store.open(data_dir, tiny_config())
+    try:
+        s.create_topic("many", store_module.SYNCFS_FROM_QUEUES, {})
+        s.write_checkpoint()
+        synced, flushed = [], []
+        real_flush = ConsumeQueue.flush
+        monkeypatch.setattr(store_module, "sync_filesystem", lambda path: synced.append(path))
+        monkeypatch.setattr(ConsumeQueue, "flush", lambda q: (flushed.append(q), real_flush(q)))
+        for p in range(3):
+            append(s, "many", p, build_batch([b"x"]))
+        s.write_checkpoint()
+        assert synced == [] and len(flushed) == 3
+        flushed.clear()
+        for p in range(store_module.SYNCFS_FROM_QUEUES):
+            append(s, "many", p, build_batch([b"y"]))
+        s.write_checkpoint()
+        assert synced == [data_dir] and flushed == []
+    finally:
+        monkeypatch.undo()
+        s.close()
+
+
+def test_sync_filesystem_syncs_a_directorys_file_system_and_raises_for_a_missing_one(tmp_path):
+    from store.segment import sync_filesystem
+    sync_filesystem(tmp_path)
+    with pytest.raises(OSError):
+        sync_filesystem(tmp_path / "missing")
