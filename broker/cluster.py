@@ -188,7 +188,27 @@ class Cluster:
         moment longer, the node leaves the list after the partitions moved. Leaders, the
         sync-state set and offline replicas count live nodes only."""
         listed = {node: info for node, (info, _) in self._leaving.items()} | self.live
-        return sorted((node, info["host"], info["port"]) for node, info in listed.items())
+        return sorted((node, info["host"], info["port"], info.get("rack")) for node, info in listed.items())
+
+    # ---- follower fetching (KIP-392) ------------------------------------------------------
+    def preferred_read_replica(self, rack: str) -> int:
+        """The node a consumer in `rack` should read this master's partitions from, as Kafka's
+        RackAwareReplicaSelector picks it: the master if it is in that rack or no member of the
+        sync-state set is, else the member there that holds the most; -1 for the master."""
+        sync = self.sync
+        if not rack or sync is None or self._info.get("rack") == rack:
+            return -1
+        there = [n for n in sync.sync_state_set if n != self.node_id and (self.live.get(n) or {}).get("rack") == rack]
+        if not there:
+            return -1
+        return max(there, key=lambda n: (sync.followers[n].position if n in sync.followers else 0, -n))
+
+    def serves_reads(self, topic: str, partition: int) -> bool:
+        """Does this node answer a consumer's Fetch of the partition as a replica: it is a
+        follower in the partition's group whose log is derived (not a copy being made)? Kafka's
+        followers serve Fetch v11 and later (KIP-392), up to their high watermark."""
+        return (self.leading_epoch is None and self.group_of(topic, partition) == self.group
+                and self.store.starting_over is None)
 
     def appended(self) -> None:
         """The master appended: wake followers waiting for bytes; alone in the set, the high

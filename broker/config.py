@@ -19,6 +19,9 @@ from broker.acl import AUTHORIZER_CLASSES
 from broker.listeners import SASL_MECHANISMS, Listener, ListenerError
 from store import StoreConfig
 
+# The replica selector Kafka's follower fetching (KIP-392) names; Gregor's choice is the same
+REPLICA_SELECTORS = ("org.apache.kafka.common.replica.RackAwareReplicaSelector",)
+
 
 class ConfigError(ValueError):
     pass
@@ -83,6 +86,10 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
                                                  "this node another way than the bound replication port")),
     "replica.lag.time.max.ms": (int, 30000, "a follower not caught up within this leaves the sync-state set (ISR)"),
     "min.insync.replicas": (int, 1, "acks=all produce needs this many nodes in the sync-state set"),
+    "broker.rack": (str, "", "this node's rack, as Metadata lists it (Kafka's broker.rack)"),
+    "replica.selector.class": (str, "", ("org.apache.kafka.common.replica.RackAwareReplicaSelector: the master "
+                                         "sends a consumer whose client.rack is a follower's rack to that follower "
+                                         "(KIP-392 follower fetching); empty: consumers read from the master")),
     "num.partitions": (int, 1, "partitions of an auto-created topic"),
     "auto.create.topics.enable": (_bool, True, "create unknown topics on Metadata/Produce"),
     "default.replication.factor": (int, 1, "replication factor of topics created without one (a broker group's size)"),
@@ -212,6 +219,10 @@ class BrokerConfig:
                 raise ConfigError("broker.group must be a non-empty name without '/'")
             if self.values["node.id"] < 0:
                 raise ConfigError("node.id must be 0 or more")
+        selector = self.values["replica.selector.class"].strip()
+        if selector and selector not in REPLICA_SELECTORS:
+            raise ConfigError(f"replica.selector.class: {selector} is not supported; Gregor's follower fetching "
+                              f"takes {REPLICA_SELECTORS[0]}")
         advertised = self.values["replication.advertised.listener"].strip()
         if advertised:
             host, _, port = advertised.rpartition(":")

@@ -91,7 +91,8 @@ async def _join_group(nursery: trio.Nursery, broker: Broker) -> None:
         host, _, advertised_port = config["replication.advertised.listener"].strip().rpartition(":")
         port = int(advertised_port)
     info = {"version": 1, "host": broker.advertised_host, "port": broker.advertised_port,
-            "group": config["broker.group"], "replication_host": host, "replication_port": port}
+            "group": config["broker.group"], "replication_host": host, "replication_port": port,
+            "rack": config["broker.rack"] or None}
     broker.cluster = Cluster(broker)
     broker.producers.reserve_block = broker.cluster.zk.reserve_producer_ids  # any node answers InitProducerId
     await nursery.start(broker.cluster.run, sockets, info)

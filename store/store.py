@@ -787,6 +787,9 @@ class Store:
         return [part for parts in self._parts.values() for part in parts]
 
     def subscribe_appends(self, callback: Callable[[str, int], None]) -> None:
+        """`callback(topic, partition)` when readers may see more of a partition: after an
+        append, or (in a broker group) when its high watermark moves (replicated_to); called
+        on the thread that appended or called replicated_to."""
         self._subscribers.append(callback)
 
     # ---- append ----------------------------------------------------------------------
@@ -1007,9 +1010,12 @@ class Store:
                 touched.append((part.topic, part.index))
                 self._last_ts = max(self._last_ts, e.store_timestamp)
             end = self._log.write_position
-        for topic, partition in dict.fromkeys(touched):
-            for callback in self._subscribers:
-                callback(topic, partition)
+            replicating = self._unreplicated is not None
+        if not replicating:  # in a broker group readers wait for the high watermark: replicated_to wakes them
+            # (on the caller's thread; a follower applies in a worker thread, its event loop calls replicated_to)
+            for topic, partition in dict.fromkeys(touched):
+                for callback in self._subscribers:
+                    callback(topic, partition)
         return end
 
     # ---- starting over from the master's copy --------------------------------------------

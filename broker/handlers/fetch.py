@@ -33,16 +33,23 @@ _LAST_DELTA = struct.Struct(">i")
 ZSTD_MIN_FETCH_VERSION = 10
 
 
-def epoch_error(broker: Broker, topic: str, partition: int, current_leader_epoch: int) -> int:
+def epoch_error(broker: Broker, topic: str, partition: int, current_leader_epoch: int,
+                replica_reads: bool = False) -> int:
     """Kafka's check of the leader epoch a client last saw (KIP-320): -1 skips it; an older
     one is FENCED_LEADER_EPOCH (refresh metadata), a newer one UNKNOWN_LEADER_EPOCH (this
     broker has not caught up with it yet). In a cluster, a node that is not the master of the
-    partition's broker group answers NOT_LEADER_OR_FOLLOWER: clients read from that master."""
-    if broker.cluster is not None and not broker.cluster.leads(topic, partition):
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    partition's broker group answers NOT_LEADER_OR_FOLLOWER: clients read from that master;
+    with `replica_reads` (a consumer's Fetch v11 or later: KIP-392) a follower of the group
+    answers too, checking the epoch against its group's master epoch."""
+    cluster = broker.cluster
+    if cluster is not None and not cluster.leads(topic, partition):
+        if not (replica_reads and cluster.serves_reads(topic, partition)):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        epoch = cluster.epoch
+    else:
+        epoch = broker.store.leader_epoch(topic, partition)
     if current_leader_epoch < 0:
         return ErrorCode.NONE
-    epoch = broker.store.leader_epoch(topic, partition)
     if current_leader_epoch == epoch:
         return ErrorCode.NONE
     return ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
@@ -77,8 +84,17 @@ async def handle_fetch(broker: Broker, request: Request):
     return encode_fetch_response(version, topics)
 
 
+def _preferred_replica(broker: Broker, body, version: int) -> int:
+    """KIP-392: the follower a master sends this consumer to (its client.rack, Fetch v11's
+    rack_id, is that follower's broker.rack), with replica.selector.class set; -1: read here."""
+    if version < 11 or broker.cluster is None or not broker.config["replica.selector.class"]:
+        return -1
+    return broker.cluster.preferred_read_replica(body.rack_id or "")
+
+
 def _read_all(broker: Broker, body, version: int, refused: frozenset[str] = frozenset()):
     committed = version >= 4 and body.isolation_level == READ_COMMITTED
+    preferred = _preferred_replica(broker, body, version)
     remaining = body.max_bytes
     size = 0
     has_error = False
@@ -99,10 +115,20 @@ def _read_all(broker: Broker, body, version: int, refused: frozenset[str] = froz
                 has_error = True
                 parts.append(error_partition(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, aborted=[]))
                 continue
-            fenced = epoch_error(broker, meta.name, p.partition, getattr(p, "current_leader_epoch", -1))
+            fenced = epoch_error(broker, meta.name, p.partition, getattr(p, "current_leader_epoch", -1),
+                                 replica_reads=version >= 11)
             if fenced:
                 has_error = True
                 parts.append(error_partition(p.partition, fenced))
+                continue
+            if preferred >= 0 and broker.cluster.leads(meta.name, p.partition):
+                # Kafka's leader reads nothing then and answers at once, naming the replica
+                has_error = True
+                store = broker.store
+                parts.append(PartitionResult(
+                    p.partition, 0, store.high_watermark(meta.name, p.partition),
+                    store.last_stable_offset(meta.name, p.partition), store.log_start_offset(meta.name, p.partition),
+                    [] if committed else None, preferred, []))
                 continue
             if version <= down_convert.LAST_VERSION and broker.topic_config(
                     meta, "message.downconversion.enable") == "false":

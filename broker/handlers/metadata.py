@@ -61,19 +61,20 @@ async def handle_metadata(broker: Broker, request: Request):
     if 8 <= version <= 10 and body.include_cluster_authorized_operations and broker.authorizer is not None:
         cluster_ops = (broker.authorized_operations(Res.CLUSTER, CLUSTER_NAME)
                        if broker.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME) else set())
-    brokers = [cls.MetadataResponseBroker(node_id=node, host=host, port=port, rack=None)
-               for node, host, port in _brokers(broker)]
+    brokers = [cls.MetadataResponseBroker(node_id=node, host=host, port=port, rack=rack)
+               for node, host, port, rack in _brokers(broker)]
     return cls[version](throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
                         controller_id=_controller(broker), topics=topics, authorized_operations=cluster_ops)
 
 
-def _brokers(broker: Broker) -> list[tuple[int, str, int]]:
-    """The live nodes: this one as the connection's listener advertises it, the others as they
-    registered in ZooKeeper (broker/zk.py)."""
-    me = (broker.node_id, broker.advertised_host, broker.advertised_port)
+def _brokers(broker: Broker) -> list[tuple[int, str, int, str | None]]:
+    """The live nodes and their racks: this one as the connection's listener advertises it, the
+    others as they registered in ZooKeeper (broker/zk.py)."""
+    me = (broker.node_id, broker.advertised_host, broker.advertised_port, broker.config["broker.rack"] or None)
     if broker.cluster is None:
         return [me]
-    return [me if node == broker.node_id else (node, host, port) for node, host, port in broker.cluster.live_brokers()]
+    return [me if node == broker.node_id else (node, host, port, rack)
+            for node, host, port, rack in broker.cluster.live_brokers()]
 
 
 def _controller(broker: Broker) -> int:
@@ -111,8 +112,8 @@ async def handle_describe_cluster(broker: Broker, request: Request):
     operations = NO_AUTHORIZED_OPERATIONS
     if body.include_cluster_authorized_operations and broker.authorizer is not None:
         operations = broker.authorized_operations(Res.CLUSTER, CLUSTER_NAME)
-    nodes = [cls.DescribeClusterBroker(broker_id=node, host=host, port=port, rack=None)
-             for node, host, port in _brokers(broker)]
+    nodes = [cls.DescribeClusterBroker(broker_id=node, host=host, port=port, rack=rack)
+             for node, host, port, rack in _brokers(broker)]
     return cls[request.header.api_version](
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1, cluster_id=broker.cluster_id,
         controller_id=_controller(broker), brokers=nodes, authorized_operations=operations)

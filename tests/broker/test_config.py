@@ -35,6 +35,7 @@ def test_properties_file_then_set_overrides(tmp_path):
     (["--set", "flush.mode=sometimes"], "expected async or sync"),
     (["--set", "num.partitions=0"], "num.partitions must be positive"),
     (["--set", "commitlog.segment.bytes=1000000"], "must exceed message.max.bytes"),
+    (["--set", "replica.selector.class=com.example.Nearest"], "replica.selector.class: com.example.Nearest is not"),
 ])
 def test_bad_settings_are_refused_with_the_setting_named(argv, message):
     with pytest.raises(ConfigError, match=message):

@@ -28,12 +28,15 @@ NODE_HEAP = "512m"
 
 
 class KafkaCluster:
-    """Nodes 1..size; `settings` go to every node (after REPLICATED, so they can override it)."""
+    """Nodes 1..size; `settings` go to every node (after REPLICATED, so they can override it),
+    `node_settings` to one node each (broker.rack)."""
 
     def __init__(self, data_dir: Path, settings: dict[str, str] | None = None, size: int = 3,
-                 version: str = KAFKA_VERSION, log_level: str = "WARN", heap: str = NODE_HEAP) -> None:
+                 version: str = KAFKA_VERSION, log_level: str = "WARN", heap: str = NODE_HEAP,
+                 node_settings: dict[int, dict[str, str]] | None = None) -> None:
         self.data_dir = data_dir
         self.settings = {**REPLICATED, **(settings or {})}
+        self.node_settings = node_settings or {}
         if "listeners" in self.settings:
             raise ValueError("a cluster node listens on PLAINTEXT only, on a port of its own")
         self.size = size
@@ -49,7 +52,8 @@ class KafkaCluster:
         quorum = Quorum(cluster_id(), {node: free_port() for node in ids})
         self.nodes = {
             node: KafkaBroker(self.data_dir / f"node{node}",
-                              {**self.settings, "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"},
+                              {**self.settings, **self.node_settings.get(node, {}),
+                               "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"},
                               self.version, self.log_level, node_id=node, quorum=quorum, heap=self.heap)
             for node in ids}
 
