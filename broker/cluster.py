@@ -205,10 +205,11 @@ class Cluster:
 
     def serves_reads(self, topic: str, partition: int) -> bool:
         """Does this node answer a consumer's Fetch of the partition as a replica: it is a
-        follower in the partition's group whose log is derived (not a copy being made)? Kafka's
-        followers serve Fetch v11 and later (KIP-392), up to their high watermark."""
+        follower in the partition's group whose store follows (high watermarks from its master)
+        and is derived (not a copy being made)? Kafka's followers serve Fetch v11 and later
+        (KIP-392), up to their high watermark."""
         return (self.leading_epoch is None and self.group_of(topic, partition) == self.group
-                and self.store.starting_over is None)
+                and self.store.following and self.store.starting_over is None)
 
     def appended(self) -> None:
         """The master appended: wake followers waiting for bytes; alone in the set, the high

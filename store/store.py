@@ -1046,6 +1046,8 @@ class Store:
         copy is derived finds START_OVER_FILE and discards the partial copy (_open)."""
         if not self.following:
             raise StoreError("only a follower starts over from its master's copy")
+        copy = (end, dict(queues))
+        self._start_over = copy  # no reads from here on (broker/cluster.py: serves_reads)
         with self._admin_lock:
             self._stop_threads()
             with self._lock:
@@ -1055,8 +1057,7 @@ class Store:
             (self.root / "commitlog").mkdir()
             Segment.create(self.root / "commitlog", position, self.config.segment_bytes,
                            prezero=self.config.flush_mode == "sync").drop(unlink=False)
-            self._reopen()
-            self._start_over = (end, dict(queues))
+            self._reopen(start_over=copy)
         log.warning("commitlog discarded: it ended below the master's first position %d; copying the master's "
                     "commitlog from there (derived once the copy reaches %d)", position, end)
 
@@ -1099,12 +1100,14 @@ class Store:
         log.info("the master's commitlog copied from %d to %d and derived", self.log_start_position,
                  self.log_end_position)
 
-    def _reopen(self, bounds: dict[str, tuple[int, int]] | None = None) -> None:
+    def _reopen(self, bounds: dict[str, tuple[int, int]] | None = None,
+                start_over: tuple[int, dict[str, tuple[int, int]]] | None = None) -> None:
         """Recover this store again from its files (its threads stopped, its commitlog closed),
-        keeping its subscribers, its data directory lock and its part in a broker group."""
+        keeping its subscribers, its data directory lock and its part in a broker group. A
+        follower serves no read until `following` is set again, after the rest."""
         subscribers, dir_lock, following = self._subscribers, self._dir_lock, self.following
         Store._open(self.root, self.config, into=self, bounds=bounds)
-        self._subscribers, self._dir_lock = subscribers, dir_lock
+        self._subscribers, self._dir_lock, self._start_over = subscribers, dir_lock, start_over
         if following:
             self.replicate(following=True)
 
