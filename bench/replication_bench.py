@@ -17,9 +17,10 @@ lowest and highest round):
   nodes.
 - Follower lag (Gregor group). While the producer writes at full speed with acks=1 to one
   partition, each node's admin HTTP API (/metrics, `gregor_partition_end_offset`: the partition's
-  high watermark) is read every LAG_INTERVAL_S. Followers refuse Kafka reads
-  (NOT_LEADER_OR_FOLLOWER) and expose no log end, so a follower's high watermark - what it holds
-  and knows the group committed - is compared with the master's log end, known from the producer's
+  high watermark) is read every LAG_INTERVAL_S. Followers answer ListOffsets with
+  NOT_LEADER_OR_FOLLOWER (Fetch v11+ only up to their high watermark) and expose no log end, so
+  a follower's high watermark - what it holds and knows the group committed - is compared with
+  the master's log end, known from the producer's
   delivery reports (every 256th record's offset and when it was acknowledged). Lag is the master's
   log end minus that, in records x 1 KiB, and in time: how long before the sample the master had
   reached the follower's position. The master's own high watermark (what its sync-state set
