@@ -42,14 +42,12 @@ def epoch_error(broker: Broker, topic: str, partition: int, current_leader_epoch
     with `replica_reads` (a consumer's Fetch v11 or later: KIP-392) a follower of the group
     answers too, checking the epoch against its group's master epoch."""
     cluster = broker.cluster
-    if cluster is not None and not cluster.leads(topic, partition):
-        if not (replica_reads and cluster.serves_reads(topic, partition)):
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        epoch = cluster.epoch
-    else:
-        epoch = broker.store.leader_epoch(topic, partition)
+    follower = cluster is not None and not cluster.leads(topic, partition)
+    if follower and not (replica_reads and cluster.serves_reads(topic, partition)):
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
     if current_leader_epoch < 0:
         return ErrorCode.NONE
+    epoch = cluster.epoch if follower else broker.store.leader_epoch(topic, partition)
     if current_leader_epoch == epoch:
         return ErrorCode.NONE
     return ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
