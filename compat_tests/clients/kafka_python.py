@@ -162,6 +162,11 @@ class Client:
         consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=group, enable_auto_commit=False,
                                  auto_offset_reset="earliest", fetch_max_wait_ms=100,
                                  session_timeout_ms=10000, heartbeat_interval_ms=500)
+        # The topic's metadata before joining: kafka-python 3.0.12, as leader of a group it joined
+        # before its first metadata answer, assigns nothing, rejoins once the metadata comes and
+        # then spins in its poll loop without fetching or heartbeating (seen against a 3-node
+        # Kafka 3.9, where that order is common). A client bug, not a broker behaviour.
+        consumer.partitions_for_topic(topic)
         consumer.subscribe([topic])
         return consumer
 
