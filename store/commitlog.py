@@ -203,6 +203,19 @@ class CommitLog:
         self._set((*self.segments, seg))
 
     # ---- replication: shipping entries, applying them, truncating ------------------------
+    def read_tail(self, position: int, max_bytes: int) -> memoryview | None:
+        """read_entries' quick case, for the caller's own thread: everything from `position`, an
+        entry boundary, to the write position when that is at most `max_bytes` in one segment
+        (what a follower that keeps up is shipped next: bytes appended a moment ago, so resident,
+        and no entry to walk); None otherwise (read_entries, in a worker thread)."""
+        end = self.write_position
+        if not position < end <= position + max_bytes:
+            return None
+        seg = self.segment_at(position)
+        if seg is None or end >= seg.end:  # at a segment's end: a blank may fill it (read_entries)
+            return None
+        return seg.view[position - seg.start:end - seg.start]
+
     def read_entries(self, position: int, max_bytes: int) -> tuple[int, memoryview]:
         """What a leader ships (MetaQ's HA: the slave pulls the master's commitlog): whole
         entries from `position`, an entry boundary, up to `max_bytes` (at least one entry),

@@ -928,6 +928,12 @@ class Store:
         (CommitLog.read_entries)."""
         return self._log.read_entries(position, max_bytes)
 
+    def read_log_tail(self, position: int, max_bytes: int) -> memoryview | None:
+        """read_log's quick case without I/O or a walk over entries, None when it does not
+        apply (CommitLog.read_tail): a master calls it on its event loop for a follower that
+        keeps up, and read_log in a worker thread otherwise."""
+        return self._log.read_tail(position, max_bytes)
+
     def append_replicated(self, position: int, data: bytes | memoryview) -> int:
         """Apply commitlog entries shipped by a leader: written byte for byte at `position`,
         then derived by the same dispatcher as an append (store/dispatch.py: consume queues now,

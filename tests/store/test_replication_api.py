@@ -72,6 +72,29 @@ def test_a_follower_applies_shipped_entries_byte_for_byte_across_segments(tmp_pa
     reopened.close()
 
 
+def test_the_tail_read_on_the_masters_loop_is_read_log_where_it_applies_and_none_elsewhere(tmp_path):
+    leader = make(tmp_path / "leader")
+    fill(leader, 0, 60)  # several 8 KiB segments
+    end = leader.log_end_position
+    starts = []  # read_log's chunks: each within one segment
+    position = leader.log_start_position
+    while position < end:
+        at, data = leader.read_log(position, 1 << 20)
+        starts.append(at)
+        position = at + len(data)
+    assert len(starts) > 2
+    last = starts[-1]  # the last segment's first entry: from there the rest is one segment
+    assert bytes(leader.read_log_tail(last, 1 << 20)) == bytes(leader.read_log(last, 1 << 20)[1])
+    first_entry = leader.read_log(last, 1)[1]
+    middle = last + len(first_entry)  # an entry boundary inside the last segment
+    assert middle < end
+    assert bytes(leader.read_log_tail(middle, 1 << 20)) == bytes(leader.read_log(middle, 1 << 20)[1])
+    assert leader.read_log_tail(starts[0], 1 << 20) is None  # past a segment's end: read_log walks it
+    assert leader.read_log_tail(last, end - last - 1) is None  # more than max_bytes
+    assert leader.read_log_tail(end, 1 << 20) is None  # nothing more
+    leader.close()
+
+
 def test_shipped_bytes_that_do_not_continue_the_log_are_refused_before_anything_is_written(tmp_path):
     leader = make(tmp_path / "leader")
     follower = make(tmp_path / "follower", follower=True)
