@@ -32,6 +32,7 @@ ENTRY_SIZE = QUEUE_ENTRY.itemsize  # 20
 _ENTRY = struct.Struct("<qiq")  # the same layout, for writing untagged entries (see put)
 CORRUPT = -1  # size of an offset whose batch is damaged; position still orders it
 RESERVE_ENTRIES = 4096  # queue entries backed by disk blocks ahead of the writer (80 KiB)
+FIRST_RESERVE_ENTRIES = 4096 // ENTRY_SIZE  # backed when a queue is made: one page (204 entries)
 
 
 def _map(path: Path, size: int, create: bool) -> np.ndarray:
@@ -112,7 +113,19 @@ class ConsumeQueue:
         directory.mkdir(parents=True, exist_ok=True)
         q = cls(directory, per_file)
         q.log_start = q.high_watermark = first_offset
-        q._file(first_offset // per_file, create=True)
+        index, slot = divmod(first_offset, per_file)
+        arr = q._file(index, create=True)
+        # Its first page gets disk blocks here, where queues are made off the event loop
+        # (CreateTopics, a follower's state record, recovery), not on the first append, which
+        # would wait for the disk on the loop: 10,000 new partitions are 10,000 fallocate calls.
+        # One page, not a whole reservation: a partition never written costs 4 KiB of disk.
+        # The first append asks the reserver thread for the rest (refill_at).
+        count = min(per_file - slot, FIRST_RESERVE_ENTRIES)
+        _allocate(q.directory / f"{index * per_file:020d}", slot * ENTRY_SIZE, count * ENTRY_SIZE)
+        q.reserved = first_offset + count
+        q.refill_at = q.reserved - q._low
+        q._cur_index, q._cur = index, arr  # and its first put takes put's quick path
+        q._cur_bytes = memoryview(arr.view(np.uint8))
         return q
 
     @classmethod

@@ -758,10 +758,12 @@ class Store:
         try:
             for p in indexes:
                 made[p] = ConsumeQueue.create(queue_dir(qroot, name, p), self.config.queue_entries_per_file)
-        except OSError as exc:
+        except (OSError, StorageFull) as exc:  # StorageFull: no blocks for a queue's first page
             for q in made.values():
                 q.delete()
             shutil.rmtree(queue_dir(qroot, name, p), ignore_errors=True)
+            if isinstance(exc, StorageFull):
+                raise StorageFull(f"cannot make the queue files of {name}: {exc}") from exc
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise StorageFull(f"cannot make the queue files of {name}: {exc}") from exc
             if exc.errno == errno.EMFILE:

@@ -3,6 +3,7 @@ the append path; a full disk still stops the writer cleanly."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -109,3 +110,57 @@ def test_a_request_the_writer_has_overtaken_reserves_nothing(tmp_path):
     q.reserve_ahead(q.reserved)  # a request that is still current is served
     assert q.reserved == 3 * PER_FILE
     assert (tmp_path / "q" / f"{2 * PER_FILE:020d}").exists()
+
+
+def test_a_new_queue_has_its_first_page_backed_so_its_first_appends_reserve_nothing(data_dir, allocations):
+    """Queues are made off the event loop (CreateTopics, a follower's state record): their first
+    page gets its disk blocks there, and the first appends neither allocate nor wait for the
+    disk; a partition never written holds one page."""
+    s = Store.open(data_dir, tiny_config(queue_entries_per_file=100_000))
+    s.create_topic("t", 2, {})
+    q = s._partition("t", 0).queue
+    assert q.reserved == cq.FIRST_RESERVE_ENTRIES == 4096 // cq.ENTRY_SIZE
+    for p in (0, 1):  # one page of blocks per partition, no more
+        held = os.stat(s._partition("t", p).queue.directory / f"{0:020d}").st_blocks * 512
+        assert 4096 <= held < cq.RESERVE_ENTRIES * cq.ENTRY_SIZE
+    main = threading.current_thread().name
+    real = cq._allocate
+    on_append_path: list[str] = []
+
+    def spy(path, start, length):
+        on_append_path.append(threading.current_thread().name)
+        real(path, start, length)
+
+    cq._allocate = spy
+    try:
+        for _ in range(cq.FIRST_RESERVE_ENTRIES):
+            append(s, "t", 0, build_batch([b"v"]))
+    finally:
+        cq._allocate = real
+    assert main not in on_append_path  # the reserver thread reserved further ahead, the writer nothing
+    assert s.high_watermark("t", 0) == cq.FIRST_RESERVE_ENTRIES
+    assert len(s.read("t", 0, 0, 1 << 30).batches) == cq.FIRST_RESERVE_ENTRIES
+    s.close()
+
+
+def test_a_topic_whose_first_queue_page_finds_the_disk_full_is_not_made(data_dir, monkeypatch):
+    s = Store.open(data_dir, tiny_config())
+    real = cq._allocate
+    calls = []
+
+    def allocate(path, start, length):
+        calls.append(path)
+        if len(calls) == 2:  # the second partition's first page
+            raise StorageFull(f"{path}: no space (test)")
+        real(path, start, length)
+
+    monkeypatch.setattr(cq, "_allocate", allocate)
+    with pytest.raises(StorageFull, match="cannot make the queue files of t"):
+        s.create_topic("t", 3, {})
+    assert "t" not in s.topics()
+    assert not any((data_dir / "consumequeue").glob("t*/*/*"))  # nothing left of the partitions made
+    monkeypatch.setattr(cq, "_allocate", real)
+    s.create_topic("t", 3, {})  # once there is room
+    append(s, "t", 2, build_batch([b"v"]))
+    assert s.high_watermark("t", 2) == 1
+    s.close()
