@@ -113,19 +113,14 @@ class ConsumeQueue:
         directory.mkdir(parents=True, exist_ok=True)
         q = cls(directory, per_file)
         q.log_start = q.high_watermark = first_offset
-        index, slot = divmod(first_offset, per_file)
-        arr = q._file(index, create=True)
         # Its first page gets disk blocks here, where queues are made off the event loop
         # (CreateTopics, a follower's state record, recovery), not on the first append, which
         # would wait for the disk on the loop: 10,000 new partitions are 10,000 fallocate calls.
         # One page, not a whole reservation: a partition never written costs 4 KiB of disk.
         # The first append asks the reserver thread for the rest (refill_at).
-        count = min(per_file - slot, FIRST_RESERVE_ENTRIES)
-        _allocate(q.directory / f"{index * per_file:020d}", slot * ENTRY_SIZE, count * ENTRY_SIZE)
-        q.reserved = first_offset + count
-        q.refill_at = q.reserved - q._low
-        q._cur_index, q._cur = index, arr  # and its first put takes put's quick path
-        q._cur_bytes = memoryview(arr.view(np.uint8))
+        q._reserve(first_offset, 1, ahead=FIRST_RESERVE_ENTRIES)
+        index = first_offset // per_file
+        q._use(index, q.files[index])  # and its first put takes put's quick path
         return q
 
     @classmethod
@@ -167,7 +162,7 @@ class ConsumeQueue:
             if not self.closed and self.reserved == seen:
                 self._reserve(self.reserved, 1)
 
-    def _reserve(self, offset: int, count: int) -> None:
+    def _reserve(self, offset: int, count: int, ahead: int = RESERVE_ENTRIES) -> None:
         stop = offset + count
         if stop <= self.reserved:
             return
@@ -175,7 +170,7 @@ class ConsumeQueue:
         while at < stop:
             index, slot = divmod(at, self.per_file)
             self._file(index, create=True)
-            end = min(self.per_file, max(stop - index * self.per_file, slot + RESERVE_ENTRIES))
+            end = min(self.per_file, max(stop - index * self.per_file, slot + ahead))
             _allocate(self.directory / f"{index * self.per_file:020d}", slot * ENTRY_SIZE,
                       (end - slot) * ENTRY_SIZE)
             at = index * self.per_file + end
@@ -233,9 +228,13 @@ class ConsumeQueue:
             block["size"] = size
             block["tag"] = 0 if tags is None else tags[done:done + n]
             arr[slot:slot + n] = block
-            self._cur_index, self._cur = index, arr
-            self._cur_bytes = memoryview(arr.view(np.uint8))
+            self._use(index, arr)
             done += n
+
+    def _use(self, index: int, arr: np.ndarray) -> None:
+        """File `index` is the one put writes to without looking it up."""
+        self._cur_index, self._cur = index, arr
+        self._cur_bytes = memoryview(arr.view(np.uint8))
 
     def clear_after(self, offset: int) -> None:
         """Remove the entries from `offset` on that a crash left behind (written after the last

@@ -762,9 +762,7 @@ class Store:
             for q in made.values():
                 q.delete()
             shutil.rmtree(queue_dir(qroot, name, p), ignore_errors=True)
-            if isinstance(exc, StorageFull):
-                raise StorageFull(f"cannot make the queue files of {name}: {exc}") from exc
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            if isinstance(exc, StorageFull) or exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise StorageFull(f"cannot make the queue files of {name}: {exc}") from exc
             if exc.errno == errno.EMFILE:
                 soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
