@@ -225,9 +225,7 @@ def new_topic(reference: KafkaClient, name: str, target: Target):
     def create(partitions: int = 1, configs: dict[str, str] | None = None, suffix: str = "") -> str:
         topic = name + suffix
         reference.create_topic(topic, partitions, configs)
-        wait_for_partitions(reference, topic, partitions)
-        for process in target.processes() if target.broker_count > 1 else []:
-            wait_for_leaders(process.bootstrap, topic, partitions)
+        wait_on_every_node(target, reference, topic, partitions)
         return topic
 
     return create
@@ -270,6 +268,14 @@ def wait_for_leaders(address: str, topic: str, partitions: int, timeout: float =
             raise AssertionError(f"{address} does not show a leader for each of {topic}'s {partitions} partitions "
                                  f"after {timeout} s: {found}")
         time.sleep(0.1)
+
+
+def wait_on_every_node(target: Target, reference: KafkaClient, topic: str, partitions: int) -> None:
+    """Until `topic` shows `partitions` partitions, on a cluster at every node with a leader each:
+    a client of the scenario may ask any node first, and Kafka's nodes learn a change a moment apart."""
+    wait_for_partitions(reference, topic, partitions)
+    for process in target.processes() if target.broker_count > 1 else []:
+        wait_for_leaders(process.bootstrap, topic, partitions)
 
 
 def wait_for_partitions(client: KafkaClient, topic: str, partitions: int, timeout: float = 15.0) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from compat_tests.clients import ClientError, Message
-from compat_tests.conftest import eventually, wait_for_partitions
+from compat_tests.conftest import eventually, wait_for_partitions, wait_on_every_node
 
 
 def test_create_topic_with_configs_then_describe_them(client, reference, name):
@@ -20,11 +20,12 @@ def test_create_topic_with_configs_then_describe_them(client, reference, name):
     assert configs["max.message.bytes"] == theirs["max.message.bytes"]
 
 
-def test_create_partitions_then_produce_to_a_new_one(client, new_topic, reference):
+def test_create_partitions_then_produce_to_a_new_one(client, new_topic, reference, target):
     topic = new_topic(1)
     client.create_partitions(topic, 3)
-    wait_for_partitions(reference, topic, 3)
-    wait_for_partitions(client, topic, 3)  # the node the client asks may learn it later (a cluster)
+    wait_for_partitions(client, topic, 3)
+    # the reference producer may ask a node that has not learnt the new partitions yet (a cluster)
+    wait_on_every_node(target, reference, topic, 3)
     reference.produce(topic, [Message(b"new", partition=2)])
     assert [(r.partition, r.offset) for r in reference.consume(topic, [2], "earliest")] == [(2, 0)]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from compat_tests.conftest import wait_for_partitions
+from compat_tests.conftest import wait_on_every_node
 
 
 @pytest.fixture(autouse=True)
@@ -17,8 +17,8 @@ def _gregor_only(target) -> None:
         pytest.skip("Gregor extension: the broker under test is not Gregor")
 
 
-def test_gregor_topic_configs_are_accepted_and_described(client, reference, name):
+def test_gregor_topic_configs_are_accepted_and_described(client, reference, name, target):
     client.create_topic(name, 1, {"key.index.enable": "true", "tag.header": "tag"})
-    wait_for_partitions(reference, name, 1)
+    wait_on_every_node(target, reference, name, 1)
     configs = client.topic_configs(name)
     assert (configs["key.index.enable"], configs["tag.header"]) == ("true", "tag")
