@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from kafka import KafkaAdminClient
 from kazoo.client import KazooClient
 
 from tests.conftest import ROOT, TEST_SEGMENT_BYTES, BrokerProcess
@@ -172,3 +173,28 @@ def broker_group(tmp_path, zookeeper):
     yield make
     for group in made:
         group.stop()
+
+
+def describe(boot: str, topic: str) -> list[dict]:
+    admin = KafkaAdminClient(bootstrap_servers=boot)
+    try:
+        return sorted(admin.describe_topics([topic])[0]["partitions"], key=lambda p: p["partition_index"])
+    finally:
+        admin.close()
+
+
+def wait_described(boot: str, topic: str, partitions: int, timeout: float = 30, whole_isr: bool = False) -> list[dict]:
+    """The topic's partitions once each has a leader (and, with `whole_isr`, once the answering node
+    lists every replica in sync: a node learns another group's sync-state set a moment after
+    ZooKeeper has it, as Kafka's brokers learn the controller's metadata)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            parts = describe(boot, topic)
+        except Exception:  # noqa: BLE001 - not everywhere yet
+            parts = []
+        if len(parts) == partitions and all(p["leader_id"] >= 0 and (not whole_isr or sorted(p["isr_nodes"]) ==
+                                                                      sorted(p["replica_nodes"])) for p in parts):
+            return parts
+        assert time.monotonic() < deadline, f"{topic} not served with {partitions} partitions"
+        time.sleep(0.3)

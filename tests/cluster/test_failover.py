@@ -19,7 +19,7 @@ from kafka.admin import NewTopic
 from kafka.errors import NotEnoughReplicasError
 
 from compat_tests.clients import CLIENT_NAMES, ClientError, Message, Unsupported, make_client
-from tests.cluster.conftest import SESSION_TIMEOUT_MS, BrokerGroup
+from tests.cluster.conftest import SESSION_TIMEOUT_MS, BrokerGroup, wait_described
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.crash, pytest.mark.clients]
@@ -192,9 +192,10 @@ def test_metadata_shows_master_replicas_and_sync_state_set(broker_group):
     group = broker_group(3)
     create_topic(group, "described")
     master = group.master()
+    # the admin client may ask any node, and a follower learns a new topic's placement a moment later
+    part = wait_described(group.address(master), "described", PARTITIONS, whole_isr=True)[0]
     admin = KafkaAdminClient(bootstrap_servers=group.address(master))
     try:
-        part = admin.describe_topics(["described"])[0]["partitions"][0]
         cluster = admin.describe_cluster()
     finally:
         admin.close()
@@ -270,7 +271,9 @@ def test_create_topics_refuses_a_replication_factor_other_than_the_group_size(br
             with pytest.raises(InvalidReplicationFactorError):
                 admin.create_topics([NewTopic(f"rf{rf}", 1, rf)])
         admin.create_topics([NewTopic("rf-default", 1, -1)])
-        assert sorted(admin.describe_topics(["rf-default"])[0]["partitions"][0]["replica_nodes"]) == [1, 2, 3]
+        # the node asked may learn the new topic's placement a moment later (CI: replica_nodes [])
+        [partition] = wait_described(group.bootstrap, "rf-default", 1)
+        assert sorted(partition["replica_nodes"]) == [1, 2, 3]
     finally:
         admin.close()
 

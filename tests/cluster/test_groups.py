@@ -22,6 +22,7 @@ from broker.zk import ZooKeeper
 from compat_tests.clients import Message, make_client
 from store import Store
 from tests.broker.wire import WireClient
+from tests.cluster.conftest import wait_described
 from tests.store.conftest import tiny_config
 
 pytestmark = pytest.mark.clients
@@ -39,38 +40,12 @@ def bootstrap(*groups) -> str:
     return ",".join(g.bootstrap for g in groups)
 
 
-def describe(boot: str, topic: str) -> list[dict]:
-    admin = KafkaAdminClient(bootstrap_servers=boot)
-    try:
-        return sorted(admin.describe_topics([topic])[0]["partitions"], key=lambda p: p["partition_index"])
-    finally:
-        admin.close()
-
-
 def create(boot: str, topic: str, partitions: int, rf: int = 2) -> None:
     admin = KafkaAdminClient(bootstrap_servers=boot, request_timeout_ms=20000)
     try:
         admin.create_topics([NewTopic(topic, partitions, rf)])
     finally:
         admin.close()
-
-
-def wait_described(boot: str, topic: str, partitions: int, timeout: float = 30, whole_isr: bool = False) -> list[dict]:
-    """The topic's partitions once each has a leader (and, with `whole_isr`, once the answering node
-    lists every replica in sync: a node learns another group's sync-state set a moment after
-    ZooKeeper has it, as Kafka's brokers learn the controller's metadata)."""
-    import time
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            parts = describe(boot, topic)
-        except Exception:  # noqa: BLE001 - not everywhere yet
-            parts = []
-        if len(parts) == partitions and all(p["leader_id"] >= 0 and (not whole_isr or sorted(p["isr_nodes"]) ==
-                                                                      sorted(p["replica_nodes"])) for p in parts):
-            return parts
-        assert time.monotonic() < deadline, f"{topic} not served with {partitions} partitions"
-        time.sleep(0.3)
 
 
 def test_partitions_spread_over_the_groups_each_served_by_its_master(two_groups):
