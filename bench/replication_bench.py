@@ -14,7 +14,9 @@ lowest and highest round):
   with acks=1 and with acks=all, each at 1 partition and at --partitions (Gregor: 10,000, in topics
   of 1,000; Kafka: --kafka-partitions, 1,000 by default: 10,000 partitions at RF=3 is 30,000
   replicas in three 512 MB JVMs on this 2-core machine). Broker CPU per GB is summed over all
-  nodes.
+  nodes. Before each case the page cache is filled (bench/page_cache.py; --cold-page-cache: not):
+  this VM charges a host fault for each page it takes back from its host, and three nodes on one
+  machine write three copies, where separate machines would pay for theirs in parallel.
 - Follower lag (Gregor group). While the producer writes at full speed with acks=1 to one
   partition, each node's admin HTTP API (/metrics, `gregor_partition_end_offset`: the partition's
   high watermark) is read every LAG_INTERVAL_S. Followers answer ListOffsets with
@@ -50,6 +52,7 @@ docs/benchmarks.md. Everything listens on 127.0.0.1; only the processes started 
 Run: .venv/bin/python bench/replication_bench.py [--repeat N] [--seconds S] [--gregor-only] [--quick]
                                                  [--no-docs] [--kills N] [--kafka-kills N]
                                                  [--partitions N] [--kafka-partitions N] [--json PATH]
+                                                 [--cold-page-cache]
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from broker_process import ROOT, MeasuredProcess
 from docs_section import replace_section
 from figures import Spread, spread
+from page_cache import Ballast
 
 if str(ROOT) not in sys.path:  # tests.conftest, tests.cluster.conftest and tests.oracle start the brokers
     sys.path.insert(0, str(ROOT))
@@ -243,6 +247,14 @@ class Run:
     results: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    ballast: Ballast | None = None  # None: --cold-page-cache, or no fincore
+    short_gib: float = 0.0  # the most a top-up could not write for want of disk
+
+    def fill_page_cache(self) -> None:
+        """Before a measured case: a full page cache (bench/page_cache.py), with the nodes idle."""
+        if self.ballast is not None:
+            self.ballast.top_up()
+            self.short_gib = max(self.short_gib, self.ballast.short / 2**30)
 
     def record(self, **figure) -> dict:
         self.results.append(figure)
@@ -414,6 +426,7 @@ def throughput_cases(run: Run, system: System, rnd: int, many: int, acks_modes: 
         cases.reverse()
     for acks, n in cases:
         system.wait_idle()
+        run.fill_page_cache()
         names, per = (["p1"], 1) if n == 1 else (topics, per_topic)
         result = produce(system, names, per, acks, seconds)
         in_set = sync_state_set(system)
@@ -515,6 +528,7 @@ def follower_lag(run: Run, system: System, rnd: int) -> None:
     admins = {node: ADMIN.findall(n.log())[-1] for node, n in group.nodes.items()}
     spec = {"mode": "lag", "bootstrap": system.bootstrap, "topic": "lag", "acks": "1", "size": VALUE,
             "seconds": run.args.seconds, "every": LAG_MARK_EVERY}
+    run.fill_page_cache()
     samples: list[tuple[int, float, int]] = []  # (node, when, high watermark)
     reported: list[tuple[float, float]] = []  # (when, MB) gregor_replication_follower_lag_bytes, both followers
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
@@ -867,7 +881,7 @@ def _settings(args: argparse.Namespace, brokers: list[str], meta: dict) -> str:
                      f"{3 * args.partitions:,} replicas in three {NODE_HEAP} JVMs on 2 cores (bench/run.py measured a "
                      "single Kafka at 3,662 records/s at 10,000 partitions)")
         text += "."
-    return text
+    return text + " " + meta["page_cache"]
 
 
 def report(run: Run, meta: dict) -> str:
@@ -1065,6 +1079,8 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=10_000, help="Gregor's many-partition case")
     parser.add_argument("--kafka-partitions", type=int, default=1_000, help="Kafka's many-partition case")
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
+    parser.add_argument("--cold-page-cache", action="store_true",
+                        help="no ballast: cases write into memory the VM may have handed back (bench/page_cache.py)")
     args = parser.parse_args()
     args.seconds = args.seconds or (3.0 if args.quick else 10.0)
     args.kills = args.kills if args.kills is not None else (3 if args.quick else 20)
@@ -1083,6 +1099,11 @@ def main() -> int:
     brokers = compared(args.gregor_only)
     tmp = Path(tempfile.mkdtemp(prefix="gregor-replication-"))
     run = Run(args, tmp)
+    why = Ballast.available()
+    if not args.cold_page_cache and why is None:
+        run.ballast = Ballast(tmp / "page-cache-ballast")
+    elif why is not None and not args.cold_page_cache:
+        run.skipped.append(f"A full page cache before each case: {why}.")
     kafka_steps = ["single", "replicated", "failover"]
     if args.gregor_only:
         run.skipped.append("Apache Kafka (--gregor-only).")
@@ -1122,8 +1143,22 @@ def main() -> int:
     finally:
         if run.zk is not None:
             run.zk.stop()
+        if run.ballast is not None:
+            run.ballast.remove()
         shutil.rmtree(tmp, ignore_errors=True)
     minutes = (time.monotonic() - started) / 60
+    if run.ballast is None:
+        meta["page_cache"] = ("Page cache: cold (--cold-page-cache, or no fincore): each case writes into memory the "
+                              "VM may have handed back to its host, which costs a host fault per page "
+                              "(bench/page_cache.py).")
+    else:
+        meta["page_cache"] = ("Page cache: full before each throughput case and the follower-lag case (bench/page_cache.py: "
+                              "clean ballast files written until MemFree stops falling, about 2 GiB on this VM), so "
+                              "the brokers' new pages come from reclaim, as on a machine that has been up a while, "
+                              "not from memory the VM handed back to its host (2.1-2.8 CPU s/GiB of host faults, "
+                              "against 0.15-0.26 once the page cache is full)"
+                              + (f"; up to {run.short_gib:.1f} GiB short for want of disk" if run.short_gib else "")
+                              + ".")
     meta["duration"] = f"The run took {minutes:.0f} min"
     text = report(run, meta)
     print(text)
