@@ -9,7 +9,9 @@ mmap alike). perf on a 3-node Gregor group under acks=all put 48% of the master'
 each follower's in the kernel's memset zeroing such pages. Three nodes on one machine write three
 copies, so a cold page cache charges a group three times what it charges one node, which is a
 cost that separate machines would pay in parallel. A broker that has run for a while has a full
-page cache, and its new pages come from reclaiming old ones.
+page cache, and its new pages come from reclaiming old ones. Measured both ways on one day
+(docs/benchmarks.md, replication): every figure rose by a third to a half, the ratios between
+one node and the group barely moved.
 
 So before a case, Ballast.top_up() writes clean files (written, then fdatasync'd, so no
 writeback runs during the case) until MemFree is down to KEEP_FREE or the kernel reclaims as
