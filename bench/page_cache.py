@@ -31,7 +31,6 @@ from pathlib import Path
 
 KEEP_FREE = 1 << 30  # MemFree left: processes' own allocations come from here before reclaim
 FILE_BYTES = 256 << 20
-DISK_RESERVE = 45 << 30  # left free on disk for the brokers' data (a 3-node group: up to ~40 GB)
 _BLOCK = bytes(8 << 20)
 
 
@@ -51,8 +50,9 @@ def resident(path: Path) -> int:
 
 
 class Ballast:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, disk_reserve: int) -> None:
         self.directory = directory
+        self.disk_reserve = disk_reserve  # left free on disk for the brokers' data
         self.files: list[Path] = []
         self.short = 0  # bytes the last top-up could not write for want of disk
 
@@ -76,7 +76,7 @@ class Ballast:
         while (before := mem_free()) > KEEP_FREE:
             if evicted:
                 path = evicted.pop()
-            elif shutil.disk_usage(self.directory).free - FILE_BYTES < DISK_RESERVE:
+            elif shutil.disk_usage(self.directory).free - FILE_BYTES < self.disk_reserve:
                 self.short = before - KEEP_FREE
                 break
             else:
@@ -97,7 +97,3 @@ class Ballast:
             os.fdatasync(fd)  # clean pages: no writeback competes with the case
         finally:
             os.close(fd)
-
-    def remove(self) -> None:
-        shutil.rmtree(self.directory, ignore_errors=True)
-        self.files.clear()

@@ -97,6 +97,7 @@ SECTION = ("<!-- replication:start -->", "<!-- replication:end -->")
 LOADGEN = Path(__file__).resolve().parent / "loadgen.py"
 VALUE = 1024
 MAX_BYTES = 3 << 30  # at most this much per throughput case (as bench/run.py's produce phases)
+DISK_NEEDED = 45 << 30  # a 3-node group holds up to ~40 GB at once; a page-cache ballast leaves this free
 SESSION_TIMEOUT_MS = 4000  # Gregor's zookeeper.session.timeout.ms: the failover floor
 KAFKA_CLUSTER = {"broker.session.timeout.ms": str(SESSION_TIMEOUT_MS)}  # Kafka's default: 9000
 NODE_HEAP = "512m"  # tests/oracle/kafka_cluster.py's per-node heap; the single Kafka node gets the same
@@ -1099,11 +1100,12 @@ def main() -> int:
     brokers = compared(args.gregor_only)
     tmp = Path(tempfile.mkdtemp(prefix="gregor-replication-"))
     run = Run(args, tmp)
-    why = Ballast.available()
-    if not args.cold_page_cache and why is None:
-        run.ballast = Ballast(tmp / "page-cache-ballast")
-    elif why is not None and not args.cold_page_cache:
-        run.skipped.append(f"A full page cache before each case: {why}.")
+    if not args.cold_page_cache:
+        why = Ballast.available()
+        if why is None:
+            run.ballast = Ballast(tmp / "page-cache-ballast", DISK_NEEDED)  # deleted with tmp
+        else:
+            run.skipped.append(f"A full page cache before each case: {why}.")
     kafka_steps = ["single", "replicated", "failover"]
     if args.gregor_only:
         run.skipped.append("Apache Kafka (--gregor-only).")
@@ -1115,9 +1117,9 @@ def main() -> int:
         if why:
             kafka_steps = ["single"]
             run.skipped.append(f"Kafka's 3-node cluster and failover: {why}.")
-    free_gb = shutil.disk_usage(tmp).free / 1e9
-    if free_gb < 45 and not args.quick:
-        print(f"warning: {free_gb:.0f} GB free under {tmp}; a 3-node group holds up to ~40 GB at once", flush=True)
+    free = shutil.disk_usage(tmp).free
+    if free < DISK_NEEDED and not args.quick:
+        print(f"warning: {free / 2**30:.0f} GiB free under {tmp}; a 3-node group holds up to ~40 GB at once", flush=True)
     command = "bench/replication_bench.py" + "".join(
         f" {a}" for a in sys.argv[1:] if a not in ("--no-docs",))
     meta = {"date": time.strftime("%Y-%m-%d"), "load_before": os.getloadavg()[0], "source": _source(),
@@ -1143,8 +1145,6 @@ def main() -> int:
     finally:
         if run.zk is not None:
             run.zk.stop()
-        if run.ballast is not None:
-            run.ballast.remove()
         shutil.rmtree(tmp, ignore_errors=True)
     minutes = (time.monotonic() - started) / 60
     if run.ballast is None:
