@@ -43,7 +43,7 @@ lowest and highest round):
   (Kafka: ISR of 3), again.
 
 A full run (the defaults, Kafka included) takes about an hour on the 2-core machine; --quick with
---repeat 1 a few minutes.
+--repeat 1, or --only failover --gregor-only --repeat 1, a few minutes.
 
 Targets (issue 18): acks=all RF=3 >= 50% of RF=1; replicated throughput at 10,000 partitions >= 90%
 of at 1 partition; failover p50 <= 5 s. Rewrites the "Replication (issue 18)" section of
@@ -52,7 +52,7 @@ docs/benchmarks.md. Everything listens on 127.0.0.1; only the processes started 
 Run: .venv/bin/python bench/replication_bench.py [--repeat N] [--seconds S] [--gregor-only] [--quick]
                                                  [--no-docs] [--kills N] [--kafka-kills N]
                                                  [--partitions N] [--kafka-partitions N] [--json PATH]
-                                                 [--cold-page-cache]
+                                                 [--cold-page-cache] [--only STEP ...]
 """
 
 from __future__ import annotations
@@ -667,7 +667,7 @@ class DirectProbe:
     """From the kill on: acks=all Produce requests (v9, one 1 KiB record) straight to each surviving
     node, one thread per node, over the Kafka protocol without a client library, until one is
     acknowledged: when the new master (leader) first acknowledges a replicated write, without
-    librdkafka's own metadata timers (it looks for a missing leader once a second)."""
+    librdkafka's own Metadata timers."""
 
     def __init__(self, addresses: list[str], topic: str, timeout: float = 120.0) -> None:
         from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -981,7 +981,7 @@ def report(run: Run, meta: dict) -> str:
                    "master (Kafka: until Metadata names another leader); until the new master acknowledges an acks=all "
                    "Produce request sent straight to each surviving node every 10 ms (raw Kafka protocol, no client "
                    "library: the broker's part); and until the prober's next write is acknowledged (what an "
-                   "application sees: librdkafka also looks for a missing leader only once a second). Then the node "
+                   "application sees: it also waits for librdkafka's own Metadata timers). Then the node "
                    "is restarted. p50 and max are per round, each given as the median over the rounds with their "
                    "range."),
                   "", ("| broker | kills | new master p50 / max | master acknowledges acks=all p50 / max | "
@@ -1043,6 +1043,9 @@ def report(run: Run, meta: dict) -> str:
 
 
 # ---- the run --------------------------------------------------------------------------------
+STEPS = ("single", "replicated", "failover")  # a round's steps, in this order on even rounds
+
+
 def _source() -> str:
     def git(*argv: str) -> str:
         out = subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True, check=False)
@@ -1082,7 +1085,11 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     parser.add_argument("--cold-page-cache", action="store_true",
                         help="no ballast: cases write into memory the VM may have handed back (bench/page_cache.py)")
+    parser.add_argument("--only", choices=STEPS, action="append",
+                        help="run only this step (repeatable); the report is printed, docs/benchmarks.md is kept")
     args = parser.parse_args()
+    if args.only:
+        args.no_docs = True  # a partial run must not replace the whole section's figures
     args.seconds = args.seconds or (3.0 if args.quick else 10.0)
     args.kills = args.kills if args.kills is not None else (3 if args.quick else 20)
     args.kafka_kills = args.kafka_kills if args.kafka_kills is not None else (2 if args.quick else 7)
@@ -1106,7 +1113,7 @@ def main() -> int:
             run.ballast = Ballast(tmp / "page-cache-ballast", DISK_NEEDED)  # deleted with tmp
         else:
             run.skipped.append(f"A full page cache before each case: {why}.")
-    kafka_steps = ["single", "replicated", "failover"]
+    kafka_steps = list(STEPS)
     if args.gregor_only:
         run.skipped.append("Apache Kafka (--gregor-only).")
     elif "kafka" not in brokers:
@@ -1136,9 +1143,10 @@ def main() -> int:
         for rnd in range(args.repeat):
             order = brokers if rnd % 2 == 0 else brokers[::-1]
             for broker in order:
-                names = ["single", "replicated", "failover"] if broker == "gregor" else kafka_steps
+                names = list(STEPS) if broker == "gregor" else kafka_steps
                 if rnd % 2:
                     names = [n for n in ("replicated", "single", "failover") if n in names]
+                names = [n for n in names if not args.only or n in args.only]
                 for name in names:
                     guarded(run, f"round {rnd + 1}/{args.repeat}, {broker}, {name} "
                             f"(at {time.monotonic() - started:.0f} s)", steps[name], broker, rnd)
