@@ -76,6 +76,7 @@ class Cluster:
         self.sync: SyncState | None = None
         self.hw_position = 0  # what every member of the sync-state set holds (master)
         self._following: tuple[int, int] | None = None  # (master, epoch) followed
+        self._refused_by: int | None = None  # the followed master, while its replication port refuses connections
         self._follow_scope: trio.CancelScope | None = None
         self._follow_done: trio.Event | None = None
         self._master_scope: trio.CancelScope | None = None
@@ -96,9 +97,16 @@ class Cluster:
 
     @property
     def master(self) -> int:
-        """The group's master if it is live, else -1 (Kafka's "no leader")."""
+        """The group's master as clients are told it (Metadata, FindCoordinator): -1 (Kafka's "no
+        leader") while it has none live, and on a follower while nothing listens on the master's
+        replication port (reached_master). A SIGKILLed master keeps its live znode until its
+        ZooKeeper session ends; named meanwhile, it left librdkafka to look for the new master
+        on its once-a-second scan, where "no leader" keeps it asking (docs/replication.md,
+        Metadata)."""
         rec = self.record
-        return rec.master if rec is not None and rec.master in self.live else -1
+        if rec is None or rec.master not in self.live or rec.master == self._refused_by:
+            return -1
+        return rec.master
 
     @property
     def epoch(self) -> int:
@@ -263,6 +271,16 @@ class Cluster:
     def disconnected(self, node: int) -> None:
         if self.sync is not None:
             self.sync.disconnected(node)
+
+    def reached_master(self, node: int, refused: bool) -> None:
+        """replication.follow's last connection to master `node`: refused (nothing listens on its
+        replication port: the process is gone, or not serving yet) or made."""
+        if refused and self._refused_by != node:
+            log.warning("master %d refuses replication connections: node %d reports its partitions without "
+                        "a leader until it answers or another master is elected", node, self.node_id)
+        elif not refused and self._refused_by == node:
+            log.info("master %d answers replication connections again", node)
+        self._refused_by = node if refused else None
 
     async def wait_for_appends(self, position: int, timeout_s: float) -> None:
         if self.store.log_end_position > position:
@@ -459,3 +477,4 @@ class Cluster:
             await self._follow_done.wait()
             self._follow_scope = None
         self._following = None
+        self._refused_by = None

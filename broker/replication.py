@@ -172,7 +172,9 @@ async def follow(cluster: Cluster, node: int, host: str, port: int, epoch: int) 
             stream = await trio.open_tcp_stream(host, port)
         except OSError as exc:
             log.info("cannot reach master %d at %s:%d for replication: %s", node, host, port, exc)
+            cluster.reached_master(node, refused=_refused(exc))
         else:
+            cluster.reached_master(node, refused=False)
             welcomed: list[bool] = []  # set once the master welcomed this stream
             async with stream:
                 try:
@@ -186,6 +188,14 @@ async def follow(cluster: Cluster, node: int, host: str, port: int, epoch: int) 
                 backoff = RETRY_FIRST_S
         await trio.sleep(backoff)
         backoff = min(backoff * 2, RETRY_MAX_S)
+
+
+def _refused(exc: OSError) -> bool:
+    """Did the master's host answer that nothing listens on the port? (trio's open_tcp_stream
+    raises one OSError with each address's error in its cause.) A timeout or an unreachable
+    network says nothing about the master, so only a refusal counts."""
+    errors = getattr(exc.__cause__, "exceptions", None) or (exc,)
+    return all(isinstance(e, ConnectionRefusedError) for e in errors)
 
 
 async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: int, welcomed: list[bool]) -> None:

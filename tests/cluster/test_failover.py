@@ -19,6 +19,7 @@ from kafka.admin import NewTopic
 from kafka.errors import NotEnoughReplicasError
 
 from compat_tests.clients import CLIENT_NAMES, ClientError, Message, Unsupported, make_client
+from protocol.errors import ErrorCode
 from tests.cluster.conftest import SESSION_TIMEOUT_MS, BrokerGroup, wait_described
 from tests.conftest import ROOT
 
@@ -206,11 +207,14 @@ def test_metadata_shows_master_replicas_and_sync_state_set(broker_group):
     assert sorted(b["broker_id"] for b in cluster["brokers"]) == [1, 2, 3]
 
 
-def test_metadata_names_the_new_master_before_it_drops_the_old_one(broker_group):
-    """The first Metadata answer naming the new master still lists the killed one among the
-    brokers, which leaves the list LISTED_AFTER_LEAVING_MS later: librdkafka decommissions a
-    broker that leaves the list, and doing so in the same answer that moves its partitions sent
-    them back to "no leader" for a second (docs/replication.md, Metadata)."""
+def test_metadata_after_the_master_dies_no_leader_then_the_new_master_before_dropping_the_old_one(broker_group):
+    """Once the killed master's replication port refuses the survivors' connections, they answer
+    "no leader" (LEADER_NOT_AVAILABLE, leader -1, no controller) rather than naming it until its
+    ZooKeeper session ends: clients keep looking for the leader at their fast interval and find
+    the new master soon after it is elected. The first answer naming the new master still lists
+    the killed node among the brokers, which leaves the list LISTED_AFTER_LEAVING_MS later:
+    librdkafka decommissions a broker that leaves the list, and doing so in the same answer that
+    moves its partitions sent them back to "no leader" for a second (docs/replication.md, Metadata)."""
     from kafka.protocol.metadata import MetadataRequest
 
     from broker.cluster import LISTED_AFTER_LEAVING_MS
@@ -223,25 +227,32 @@ def test_metadata_names_the_new_master_before_it_drops_the_old_one(broker_group)
     try:
         def ask():
             answer = wire.request(MetadataRequest[1](topics=["moving"]))
-            return answer.topics[0].partitions[0].leader_id, {b.node_id for b in answer.brokers}
+            part = answer.topics[0].partitions[0]
+            return part.leader_id, {b.node_id for b in answer.brokers}, part.error_code, answer.controller_id
 
         deadline = time.monotonic() + 15
-        while ask() != (old, {1, 2, 3}):  # the survivor learns of the topic a moment after it is made
+        while ask() != (old, {1, 2, 3}, 0, old):  # the survivor learns of the topic a moment after it is made
             assert time.monotonic() < deadline, ask()
             time.sleep(0.1)
         group.kill(old)
         deadline = time.monotonic() + SESSION_TIMEOUT_MS / 1000 + 30
-        leader, brokers = ask()
+        leader, brokers, error, controller = ask()
+        leaderless = []
         while leader in (old, -1):
             assert time.monotonic() < deadline, "no new master in Metadata"
+            if leader == -1:
+                leaderless.append((error, controller, old in brokers))
             time.sleep(0.02)
-            leader, brokers = ask()
+            leader, brokers, error, controller = ask()
+        assert leaderless, "the survivor named the killed master until the new one was elected"
+        assert set(leaderless) == {(ErrorCode.LEADER_NOT_AVAILABLE, -1, True)}, leaderless
+        assert (error, controller) == (0, leader)
         assert old in brokers, "the killed node left the broker list in the answer naming the new master"
         named_at = time.monotonic()
         while old in brokers:
             assert time.monotonic() - named_at < LISTED_AFTER_LEAVING_MS / 1000 + 10, "the killed node stays listed"
             time.sleep(0.1)
-            leader, brokers = ask()
+            leader, brokers, _, _ = ask()
             assert leader not in (old, -1)
         assert brokers == set(group.nodes) - {old}
     finally:
