@@ -115,7 +115,10 @@ def markdown(results: dict) -> str:
            "Consume phases read the same number of messages from either broker. MB/s counts message "
            "values only."),
           ("Both brokers share the 2 CPUs with the client under test. Gregor is one Python process "
-           "(at most one core for Python work); Kafka is a JVM with its default thread pools."),
+           "(at most one core for Python work); Kafka is a JVM with its default thread pools. The page cache "
+           "is not filled before the phases, so both brokers write into memory this VM may have handed back "
+           "to its host, at a host fault per page (bench/page_cache.py; the replication section starts "
+           "each case from a full page cache instead)."),
           (("Each broker first takes 1.25 GiB of 1 KiB messages (acks=1): Gregor's first 1 GiB commitlog "
             "segment is resident from the start, later ones fault their pages in as they are written, and "
             "Kafka's JIT warms up.") if results.get("warm_up") else
