@@ -76,7 +76,7 @@ class Cluster:
         self.sync: SyncState | None = None
         self.hw_position = 0  # what every member of the sync-state set holds (master)
         self._following: tuple[int, int] | None = None  # (master, epoch) followed
-        self._refused_by: int | None = None  # the followed master, while its replication port refuses connections
+        self._lost: int | None = None  # the followed master, from its stream's end until a connection to it is made
         self._follow_scope: trio.CancelScope | None = None
         self._follow_done: trio.Event | None = None
         self._master_scope: trio.CancelScope | None = None
@@ -98,13 +98,14 @@ class Cluster:
     @property
     def master(self) -> int:
         """The group's master as clients are told it (Metadata, FindCoordinator): -1 (Kafka's "no
-        leader") while it has none live, and on a follower while nothing listens on the master's
-        replication port (reached_master). A SIGKILLed master keeps its live znode until its
-        ZooKeeper session ends; named meanwhile, it left librdkafka to look for the new master
-        on its once-a-second scan, where "no leader" keeps it asking (docs/replication.md,
-        Metadata)."""
+        leader") while it has none live, and on a follower from the end of its stream from the
+        master until a connection to it is made again (master_answers). A SIGKILLed master keeps
+        its live znode until its ZooKeeper session ends. Named meanwhile, it ended librdkafka's
+        fast leader query (started by the failed produce: every 100 ms, backing off to 1 s) at
+        the first answer, leaving its once-a-second scan; "no leader" keeps both going
+        (docs/replication.md, Metadata)."""
         rec = self.record
-        if rec is None or rec.master not in self.live or rec.master == self._refused_by:
+        if rec is None or rec.master not in self.live or rec.master == self._lost:
             return -1
         return rec.master
 
@@ -272,15 +273,17 @@ class Cluster:
         if self.sync is not None:
             self.sync.disconnected(node)
 
-    def reached_master(self, node: int, refused: bool) -> None:
-        """replication.follow's last connection to master `node`: refused (nothing listens on its
-        replication port: the process is gone, or not serving yet) or made."""
-        if refused and self._refused_by != node:
-            log.warning("master %d refuses replication connections: node %d reports its partitions without "
-                        "a leader until it answers or another master is elected", node, self.node_id)
-        elif not refused and self._refused_by == node:
+    def master_answers(self, node: int, answers: bool) -> None:
+        """replication.follow: a connection to master `node` was made (True), or its stream was
+        closed or reset by the master's end, or its replication port refused a connection
+        (False: its process is gone, or it stopped leading). Timeouts do not count: a master out
+        of reach over the network may still serve clients."""
+        if not answers and self._lost != node:
+            log.warning("master %d closed or refused replication: node %d reports the group's partitions "
+                        "without a leader until it answers again or another master is elected", node, self.node_id)
+        elif answers and self._lost == node:
             log.info("master %d answers replication connections again", node)
-        self._refused_by = node if refused else None
+        self._lost = None if answers else node
 
     async def wait_for_appends(self, position: int, timeout_s: float) -> None:
         if self.store.log_end_position > position:
@@ -477,4 +480,4 @@ class Cluster:
             await self._follow_done.wait()
             self._follow_scope = None
         self._following = None
-        self._refused_by = None
+        self._lost = None

@@ -65,12 +65,16 @@ class ProtocolError(Exception):
     pass
 
 
+class StreamClosed(ProtocolError):
+    """The peer closed the stream (end of file)."""
+
+
 async def receive_exactly(stream: trio.abc.ReceiveStream, size: int) -> bytes:
     buf = bytearray()
     while len(buf) < size:
         chunk = await stream.receive_some(size - len(buf))
         if not chunk:
-            raise ProtocolError("the peer closed the replication stream")
+            raise StreamClosed("the peer closed the replication stream")
         buf += chunk
     return bytes(buf)
 
@@ -172,9 +176,10 @@ async def follow(cluster: Cluster, node: int, host: str, port: int, epoch: int) 
             stream = await trio.open_tcp_stream(host, port)
         except OSError as exc:
             log.info("cannot reach master %d at %s:%d for replication: %s", node, host, port, exc)
-            cluster.reached_master(node, refused=_refused(exc))
+            if _refused(exc):
+                cluster.master_answers(node, False)
         else:
-            cluster.reached_master(node, refused=False)
+            cluster.master_answers(node, True)
             welcomed: list[bool] = []  # set once the master welcomed this stream
             async with stream:
                 try:
@@ -182,6 +187,8 @@ async def follow(cluster: Cluster, node: int, host: str, port: int, epoch: int) 
                     backoff = RETRY_FIRST_S  # not the master yet: it will be in a moment
                 except* (ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
                     log.info("replication from master %d interrupted: %s", node, group.exceptions[0])
+                    if welcomed and all(_ended(e) for e in group.exceptions):
+                        cluster.master_answers(node, False)  # until the next connection: in 20 ms
                 except* StoreError as group:  # ReplicationError (diverged) or a full or failing disk
                     log.error("cannot apply what master %d shipped: %s", node, group.exceptions[0])
             if welcomed:  # a stream that ran: its next attempt starts soon again
@@ -196,6 +203,15 @@ def _refused(exc: OSError) -> bool:
     network says nothing about the master, so only a refusal counts."""
     errors = getattr(exc.__cause__, "exceptions", None) or (exc,)
     return all(isinstance(e, ConnectionRefusedError) for e in errors)
+
+
+def _ended(exc: BaseException) -> bool:
+    """Did the master's end close or reset the stream (its process died, or it stopped leading),
+    rather than the stream stalling or this side failing? The host of a SIGKILLed master closes
+    its sockets at once, before clients ask who leads now."""
+    if isinstance(exc, trio.BrokenResourceError):
+        exc = exc.__cause__
+    return isinstance(exc, (StreamClosed, ConnectionResetError, BrokenPipeError))
 
 
 async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: int, welcomed: list[bool]) -> None:
@@ -260,6 +276,6 @@ async def _receive_chunks(stream: trio.SocketStream, free: trio.MemoryReceiveCha
         while got < length:  # straight into the buffer: no intermediate bytes objects
             n = await sock.recv_into(view[got:length])
             if not n:
-                raise ProtocolError("the master closed the replication stream")
+                raise StreamClosed("the master closed the replication stream")
             got += n
         await arrived.send((start, hw_position, master_start, buffer, length))

@@ -208,10 +208,10 @@ def test_metadata_shows_master_replicas_and_sync_state_set(broker_group):
 
 
 def test_metadata_after_the_master_dies_no_leader_then_the_new_master_before_dropping_the_old_one(broker_group):
-    """Once the killed master's replication port refuses the survivors' connections, they answer
-    "no leader" (LEADER_NOT_AVAILABLE, leader -1, no controller) rather than naming it until its
-    ZooKeeper session ends: clients keep looking for the leader at their fast interval and find
-    the new master soon after it is elected. The first answer naming the new master still lists
+    """Once the killed master's stream to the survivors has ended (and its replication port
+    refuses them), they answer "no leader" (LEADER_NOT_AVAILABLE, leader -1, no controller)
+    rather than naming it until its ZooKeeper session ends: clients keep looking for the leader
+    and find the new master soon after it is elected. The first answer naming the new master still lists
     the killed node among the brokers, which leaves the list LISTED_AFTER_LEAVING_MS later:
     librdkafka decommissions a broker that leaves the list, and doing so in the same answer that
     moves its partitions sent them back to "no leader" for a second (docs/replication.md, Metadata)."""
