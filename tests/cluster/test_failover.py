@@ -211,10 +211,11 @@ def test_metadata_after_the_master_dies_no_leader_then_the_new_master_before_dro
     """Once the killed master's stream to the survivors has ended (and its replication port
     refuses them), they answer "no leader" (LEADER_NOT_AVAILABLE, leader -1, no controller)
     rather than naming it until its ZooKeeper session ends: clients keep looking for the leader
-    and find the new master soon after it is elected. The first answer naming the new master still lists
-    the killed node among the brokers, which leaves the list LISTED_AFTER_LEAVING_MS later:
-    librdkafka decommissions a broker that leaves the list, and doing so in the same answer that
-    moves its partitions sent them back to "no leader" for a second (docs/replication.md, Metadata)."""
+    and find the new master soon after it is elected. The first answer naming the new master
+    still lists the killed node among the brokers, which leaves the list
+    LISTED_AFTER_LEAVING_MS later: librdkafka decommissions a broker that leaves the list, and
+    doing so in the same answer that moves its partitions sent them back to "no leader" for a
+    second (docs/replication.md, Metadata)."""
     from kafka.protocol.metadata import MetadataRequest
 
     from broker.cluster import LISTED_AFTER_LEAVING_MS
