@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import struct
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -96,9 +98,28 @@ def produce(spec: dict) -> dict:
     left = producer.flush(spec.get("flush_timeout", 60))
     elapsed = time.perf_counter() - start
     delivered = sent - left - _failures
+    threads = thread_cpu()  # before the producer's threads end with it
     return {"sent": sent, "delivered": delivered, "failed": _failures, "undelivered": left,
             "seconds": elapsed, "msgs_per_s": delivered / elapsed,
-            "mb_per_s": delivered * spec["size"] / elapsed / 1e6}
+            "mb_per_s": delivered * spec["size"] / elapsed / 1e6,
+            "client_cpu_s": sum(threads.values()), "busiest_thread": max(threads.items(), key=lambda kv: kv[1])}
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) of each of this process's threads so far, by thread name and
+    id: the Python thread that calls produce() is "MainThread"-like ("python"), librdkafka's are
+    "rdk:main", "rdk:broker1", ... One thread at its elapsed time is a client at its limit
+    (librdkafka sends to each broker from one thread)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[f"{name}/{task.name}"] = (int(fields[11]) + int(fields[12])) / ticks
+    return out
 
 
 LARGE_FETCH = 10 << 20

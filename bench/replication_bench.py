@@ -14,7 +14,12 @@ lowest and highest round):
   with acks=1 and with acks=all, each at 1 partition and at --partitions (Gregor: 10,000, in topics
   of 1,000; Kafka: --kafka-partitions, 1,000 by default: 10,000 partitions at RF=3 is 30,000
   replicas in three 512 MB JVMs on this 2-core machine). Broker CPU per GB is summed over all
-  nodes. Before each case the page cache is filled (bench/page_cache.py; --cold-page-cache: not):
+  nodes; the producer's own CPU per GB, and its busiest thread's share of a core, are given
+  beside it. Then each case again with equal batches (bench/direct_producer.py: batches of
+  EQUAL_BATCH_RECORDS x 1 KiB, one per request, the partitions in turn, requests built once):
+  librdkafka sends about one record per batch at 10,000 partitions, and its one thread per broker
+  is then busy nearly all the time, so the partition count is not the only thing that changes;
+  with equal batches it is. Before each case the page cache is filled (bench/page_cache.py; --cold-page-cache: not):
   this VM charges a host fault for each page it takes back from its host, and three nodes on one
   machine write three copies, where separate machines would pay for theirs in parallel.
 - Follower lag (Gregor group). While the producer writes at full speed with acks=1 to one
@@ -95,6 +100,10 @@ if str(ROOT) not in sys.path:  # tests.conftest, tests.cluster.conftest and test
 
 SECTION = ("<!-- replication:start -->", "<!-- replication:end -->")
 LOADGEN = Path(__file__).resolve().parent / "loadgen.py"
+DIRECT_PRODUCER = Path(__file__).resolve().parent / "direct_producer.py"
+EQUAL_BATCH_RECORDS = 64  # the equal-batch cases: 64 x 1 KiB per batch, one batch per request, at every partition count
+EQUAL_BATCH_IN_FLIGHT = 5
+CLIENTS = ("librdkafka", "equal-batches")  # the producers of each throughput case
 VALUE = 1024
 MAX_BYTES = 3 << 30  # at most this much per throughput case (as bench/run.py's produce phases)
 DISK_NEEDED = 45 << 30  # a 3-node group holds up to ~40 GB at once; a page-cache ballast leaves this free
@@ -396,6 +405,22 @@ def produce(system: System, topics: list[str], per_topic: int, acks: str, second
     return result
 
 
+def produce_equal_batches(system: System, topics: list[str], per_topic: int, acks: str, seconds: float) -> dict:
+    """bench/direct_producer.py: batches of EQUAL_BATCH_RECORDS records, one per request, the
+    partitions in turn; at 1 partition and at many the same requests, but for the partition
+    they name."""
+    spec = {"bootstrap": system.bootstrap, "topics": topics, "partitions_per_topic": per_topic, "size": VALUE,
+            "batch_records": EQUAL_BATCH_RECORDS, "request_bytes": EQUAL_BATCH_RECORDS * VALUE,
+            "in_flight": EQUAL_BATCH_IN_FLIGHT, "acks": acks, "seconds": seconds, "max_bytes": MAX_BYTES}
+    before = system.cpu()
+    result = child([str(DIRECT_PRODUCER), json.dumps(spec)], timeout=seconds + 400)
+    result["cpu_s"] = system.cpu() - before
+    system.check_alive()
+    if result["errors"]:
+        raise RuntimeError(f"bench/direct_producer.py: {result['errors']}")
+    return result
+
+
 def warm_up(system: System, segment: int) -> None:
     """Write past the first commitlog segment before measuring (bench/run.py's warm_up): a fresh
     Gregor's first segment is resident before it listens, later ones fault their pages in; for
@@ -420,29 +445,40 @@ def sync_state_set(system: System) -> list[int] | None:
 
 # ---- throughput -----------------------------------------------------------------------------
 def throughput_cases(run: Run, system: System, rnd: int, many: int, acks_modes: list[str]) -> None:
+    """Each (acks, partitions) case with librdkafka (bench/loadgen.py: the client batches as it
+    will), then with equal batches (bench/direct_producer.py: the partition count is the only
+    difference)."""
     seconds = run.args.seconds
     topics, per_topic = many_topics(many)
-    cases = [(acks, n) for n in (1, many) for acks in acks_modes]
+    cases = [(client, acks, n) for client in CLIENTS for n in (1, many) for acks in acks_modes]
     if rnd % 2:
         cases.reverse()
-    for acks, n in cases:
+    for client, acks, n in cases:
         system.wait_idle()
         run.fill_page_cache()
         names, per = (["p1"], 1) if n == 1 else (topics, per_topic)
-        result = produce(system, names, per, acks, seconds)
+        measure = produce if client == "librdkafka" else produce_equal_batches
+        result = measure(system, names, per, acks, seconds)
         in_set = sync_state_set(system)
-        fig = run.record(kind="produce", broker=system.broker, nodes=system.nodes, acks=acks, partitions=n,
-                         round=rnd, msgs_per_s=result["msgs_per_s"], mb_per_s=result["mb_per_s"],
+        busiest = result.get("busiest_thread")
+        fig = run.record(kind="produce", client=client, broker=system.broker, nodes=system.nodes, acks=acks,
+                         partitions=n, round=rnd, msgs_per_s=result["msgs_per_s"], mb_per_s=result["mb_per_s"],
                          seconds=result["seconds"], delivered=result["delivered"], failed=result["failed"],
                          undelivered=result["undelivered"],
                          cpu_s_per_gb=result["cpu_s"] / (result["delivered"] * VALUE / 1e9) if result["delivered"] else None,
+                         client_cpu_s_per_gb=(result["client_cpu_s"] / (result["delivered"] * VALUE / 1e9)
+                                              if result["delivered"] else None),
+                         busiest_thread=busiest[0].split("/")[0] if busiest else None,
+                         busiest_thread_share=busiest[1] / result["seconds"] if busiest else None,
                          sync_state_set=in_set)
         trouble = f", {result['failed']} failed, {result['undelivered']} undelivered" \
             if result["failed"] or result["undelivered"] else ""
         in_set_text = f", sync-state set {in_set}" if in_set is not None else ""
-        print(f"  {system.broker:6} {system.nodes} node(s) acks={acks:3} {n:>6,} partitions: "
+        busy = f", busiest client thread {fig['busiest_thread']} {fig['busiest_thread_share']:.0%}" if busiest else ""
+        print(f"  {system.broker:6} {client:10} {system.nodes} node(s) acks={acks:3} {n:>6,} partitions: "
               f"{fig['mb_per_s']:7.1f} MB/s {fig['msgs_per_s']:>10,.0f} rec/s "
-              f"(CPU {fig['cpu_s_per_gb'] or 0:.1f} s/GB{in_set_text}{trouble})", flush=True)
+              f"(CPU {fig['cpu_s_per_gb'] or 0:.1f} s/GB, client {fig['client_cpu_s_per_gb'] or 0:.1f} s/GB"
+              f"{busy}{in_set_text}{trouble})", flush=True)
 
 
 def latency_cases(run: Run, system: System, rnd: int, acks_modes: list[str]) -> None:
@@ -898,23 +934,54 @@ def report(run: Run, meta: dict) -> str:
         "",
         _settings(args, brokers, meta),
         "",
-        "### Produce throughput",
-        "",
-        "| broker | nodes | acks | partitions | MB/s | records/s | of 1 node | broker CPU s/GB (all nodes) |",
-        "|---|---:|---|---:|---:|---:|---:|---:|",
     ]
-    for b in brokers:
-        for n in (1, many[b]):
-            for nodes, acks in ((1, "1"), (3, "1"), (3, "all")):
-                sel = [r for r in produced if r["broker"] == b and r["partitions"] == n and r["nodes"] == nodes
-                       and r["acks"] == acks]
-                if not sel:
-                    continue
-                of = _ratio(results, {"broker": b, "partitions": n, "nodes": nodes, "acks": acks},
-                            {"broker": b, "partitions": n, "nodes": 1, "acks": "1"})
-                lines.append(f"| {_label(b)} | {nodes} | {acks} | {n:,} | {_fmt(spread(r['mb_per_s'] for r in sel))} | "
-                             f"{_fmt(spread(r['msgs_per_s'] for r in sel))} | {_fmt(of, 2, 'x')} | "
-                             f"{_fmt(spread(r['cpu_s_per_gb'] for r in sel if r['cpu_s_per_gb'] is not None), 1)} |")
+    for client in CLIENTS:
+        rows = [r for r in produced if r.get("client", "librdkafka") == client]
+        if not rows:
+            continue
+        if client == "librdkafka":
+            lines += ["### Produce throughput", "",
+                      ("bench/loadgen.py's producer, batching as librdkafka does: at 1 partition batches of up to 1 "
+                       "MB, at many partitions about one record per batch (linger 5 ms spread over the "
+                       "partitions). Client CPU: the producer process's, per GB delivered; its busiest thread's "
+                       "CPU over the case's length (librdkafka builds every batch and request for a broker in "
+                       "that broker's one thread, rdk:broker<N>: near 100% it is the client that sets the pace)."),
+                      "", ("| broker | nodes | acks | partitions | MB/s | records/s | of 1 node | broker CPU s/GB "
+                           "(all nodes) | client CPU s/GB | busiest client thread |"),
+                      "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+        else:
+            lines += ["", "### Produce throughput, equal batches", "",
+                      (f"bench/direct_producer.py: batches of {EQUAL_BATCH_RECORDS} records of 1 KiB (no key, no "
+                       "compression), one batch per Produce request, the partitions in turn, up to "
+                       f"{EQUAL_BATCH_IN_FLIGHT} requests in flight per leader, each request built once and sent "
+                       "again (the broker assigns offsets): at 1 partition and at many, the same requests, so the "
+                       "partition count is the only difference. The client is a few Python threads that only "
+                       "send and read error codes, so it does not set the pace at many partitions as librdkafka "
+                       "does."),
+                      "", ("| broker | nodes | acks | partitions | MB/s | records/s | of 1 node | broker CPU s/GB "
+                           "(all nodes) | client CPU s/GB |"),
+                      "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+        for b in brokers:
+            for n in (1, many[b]):
+                for nodes, acks in ((1, "1"), (3, "1"), (3, "all")):
+                    sel = [r for r in rows if r["broker"] == b and r["partitions"] == n and r["nodes"] == nodes
+                           and r["acks"] == acks]
+                    if not sel:
+                        continue
+                    of = _ratio(results, {"client": client, "broker": b, "partitions": n, "nodes": nodes,
+                                          "acks": acks},
+                                {"client": client, "broker": b, "partitions": n, "nodes": 1, "acks": "1"})
+                    cells = [_label(b), str(nodes), acks, f"{n:,}", _fmt(spread(r["mb_per_s"] for r in sel)),
+                             _fmt(spread(r["msgs_per_s"] for r in sel)), _fmt(of, 2, "x"),
+                             _fmt(spread(r["cpu_s_per_gb"] for r in sel if r["cpu_s_per_gb"] is not None), 1),
+                             _fmt(spread(r["client_cpu_s_per_gb"] for r in sel
+                                         if r.get("client_cpu_s_per_gb") is not None), 1)]
+                    if client == "librdkafka":
+                        shares = [r for r in sel if r.get("busiest_thread_share") is not None]
+                        names = sorted({r["busiest_thread"] for r in shares})
+                        cells.append(f"{', '.join(names)} {_fmt(spread(100 * r['busiest_thread_share'] for r in shares), 0, '%')}"
+                                     if shares else "—")
+                    lines.append("| " + " | ".join(cells) + " |")
     shrunk = [r for r in produced if r["broker"] == "gregor" and r["acks"] == "all" and r.get("sync_state_set") is not None
               and len(r["sync_state_set"]) < 3]
     if shrunk:
@@ -1003,33 +1070,39 @@ def report(run: Run, meta: dict) -> str:
 
     lines += ["", "### Targets", "", "| target | measured | |", "|---|---:|---|"]
     g_many = many["gregor"]
-    for n in (1, g_many):
-        s = _ratio(results, {"broker": "gregor", "partitions": n, "nodes": 3, "acks": "all"},
-                   {"broker": "gregor", "partitions": n, "nodes": 1, "acks": "1"})
-        lines.append(f"| Gregor acks=all RF=3 ≥ 50% of RF=1, {n:,} partition(s) | {_fmt(s, 2, 'x')} | {_verdict(s, 0.5)} |")
-    for acks in ("all", "1"):
-        s = _ratio(results, {"broker": "gregor", "partitions": g_many, "nodes": 3, "acks": acks},
-                   {"broker": "gregor", "partitions": 1, "nodes": 3, "acks": acks})
-        single = _ratio(results, {"broker": "gregor", "partitions": g_many, "nodes": 1, "acks": "1"},
-                        {"broker": "gregor", "partitions": 1, "nodes": 1, "acks": "1"})
-        lines.append(f"| Gregor replicated (acks={acks}) at {g_many:,} partitions ≥ 90% of at 1 partition | "
-                     f"{_fmt(s, 2, 'x')} (one node: {_fmt(single, 2, 'x')}) | {_verdict(s, 0.9)} |")
+    for client, how in (("librdkafka", "librdkafka"), ("equal-batches", "equal batches")):
+        for n in (1, g_many):
+            s = _ratio(results, {"client": client, "broker": "gregor", "partitions": n, "nodes": 3, "acks": "all"},
+                       {"client": client, "broker": "gregor", "partitions": n, "nodes": 1, "acks": "1"})
+            lines.append(f"| Gregor acks=all RF=3 ≥ 50% of RF=1, {n:,} partition(s), {how} | {_fmt(s, 2, 'x')} | "
+                         f"{_verdict(s, 0.5)} |")
+    for client, how in (("librdkafka", "librdkafka"), ("equal-batches", "equal batches")):
+        for acks in ("all", "1"):
+            s = _ratio(results, {"client": client, "broker": "gregor", "partitions": g_many, "nodes": 3, "acks": acks},
+                       {"client": client, "broker": "gregor", "partitions": 1, "nodes": 3, "acks": acks})
+            single = _ratio(results, {"client": client, "broker": "gregor", "partitions": g_many, "nodes": 1,
+                                      "acks": "1"},
+                            {"client": client, "broker": "gregor", "partitions": 1, "nodes": 1, "acks": "1"})
+            lines.append(f"| Gregor replicated (acks={acks}) at {g_many:,} partitions ≥ 90% of at 1 partition, {how} | "
+                         f"{_fmt(s, 2, 'x')} (one node: {_fmt(single, 2, 'x')}) | {_verdict(s, 0.9)} |")
     g = per_round.get("gregor")
     for key, text in (("to_master_s_p50", "kill to new master"),
                       ("to_direct_s_p50", "kill to the new master acknowledging acks=all"),
                       ("to_write_s_p50", "kill to the producer's acks=all write")):
         s = spread(g[key]) if g else None
         lines.append(f"| Gregor failover p50 ≤ 5 s ({text}) | {_fmt(s, 2, ' s')} | {_verdict(s, 5.0, higher=False)} |")
-    for n in (1, many["kafka"]):
-        s = _ratio(results, {"broker": "kafka", "partitions": n, "nodes": 3, "acks": "all"},
-                   {"broker": "kafka", "partitions": n, "nodes": 1, "acks": "1"})
+    for client, how in (("librdkafka", "librdkafka"), ("equal-batches", "equal batches")):
+        for n in (1, many["kafka"]):
+            s = _ratio(results, {"client": client, "broker": "kafka", "partitions": n, "nodes": 3, "acks": "all"},
+                       {"client": client, "broker": "kafka", "partitions": n, "nodes": 1, "acks": "1"})
+            if s is not None:
+                lines.append(f"| (Kafka, for comparison) acks=all RF=3 of RF=1, {n:,} partition(s), {how} | "
+                             f"{_fmt(s, 2, 'x')} | |")
+        s = _ratio(results, {"client": client, "broker": "kafka", "partitions": many["kafka"], "nodes": 3, "acks": "all"},
+                   {"client": client, "broker": "kafka", "partitions": 1, "nodes": 3, "acks": "all"})
         if s is not None:
-            lines.append(f"| (Kafka, for comparison) acks=all RF=3 of RF=1, {n:,} partition(s) | {_fmt(s, 2, 'x')} | |")
-    s = _ratio(results, {"broker": "kafka", "partitions": many["kafka"], "nodes": 3, "acks": "all"},
-               {"broker": "kafka", "partitions": 1, "nodes": 3, "acks": "all"})
-    if s is not None:
-        lines.append(f"| (Kafka) replicated (acks=all) at {many['kafka']:,} partitions of at 1 partition | "
-                     f"{_fmt(s, 2, 'x')} | |")
+            lines.append(f"| (Kafka) replicated (acks=all) at {many['kafka']:,} partitions of at 1 partition, {how} | "
+                         f"{_fmt(s, 2, 'x')} | |")
     if "kafka" in per_round:
         for key, text in (("to_master_s_p50", "new leader"), ("to_direct_s_p50", "leader acknowledges acks=all"),
                           ("to_write_s_p50", "the producer's acks=all write")):
