@@ -7,8 +7,9 @@ keeps up: views over its mmap, written with sendmsg, no copy in Python) as they 
 appended, with at most CHUNKS_IN_FLIGHT chunks it has not answered yet, and with each chunk
 the position every member of the sync-state set holds (the follower's high watermark). The
 follower writes each chunk at the same positions and dispatches it as recovery does
-(Store.append_replicated), in a worker thread while the next chunk arrives, then reports the
-position it holds: that report is what moves the master's high watermark (acks=all).
+(Store.append_replicated) while the next chunk arrives (on its event loop for a small chunk with
+no state record, INLINE_APPLY_BYTES; in a worker thread otherwise), then reports the position it
+holds: that report is what moves the master's high watermark (acks=all).
 
 The wire, big-endian (Gregor's own, between Gregor nodes only):
   follower -> master, once:  HELLO   magic "GRHA" | version u8 | node id i32 | last master epoch i32 | log end i64
@@ -57,6 +58,10 @@ CHUNK_BYTES = 4 << 20  # at most this much per chunk (at least one entry): big s
 # per small append (10,000 partitions: ~1 KiB entries).
 CHUNKS_IN_FLIGHT = 2
 BUFFERS = CHUNKS_IN_FLIGHT  # a follower's receive buffers: one is freed before the report that lets a third chunk go
+# A follower applies a chunk up to this size with no state record in it on its event loop, as a
+# master appends a produced batch (up to max.message.bytes) on its own: two thread hops per chunk
+# were a large part of an acks=all round trip under small requests (docs/benchmarks.md).
+INLINE_APPLY_BYTES = 1 << 20
 IDLE_WAIT_S = 0.05  # an empty chunk after this without appends: the follower's hw, and its report
 RETRY_FIRST_S, RETRY_MAX_S = 0.02, 1.0  # a follower's reconnection backoff
 
@@ -238,8 +243,9 @@ async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
     position = store.log_end_position
     retained_from = store.log_start_position
     await stream.send_all(HOLDS.pack(position))
-    # Chunks are received into reused buffers (BUFFERS) while the previous one is applied in a
-    # worker thread; a buffer is free again before the HOLDS report that lets the master send more.
+    # Chunks are received into reused buffers (BUFFERS) while the previous one is applied (a small
+    # one on this loop, meanwhile the kernel's socket buffer takes the next); a buffer is free again
+    # before the HOLDS report that lets the master send more.
     free_send, free = trio.open_memory_channel[bytearray](BUFFERS)
     for _ in range(BUFFERS):
         free_send.send_nowait(bytearray(CHUNK_BYTES))
@@ -248,8 +254,11 @@ async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
         nursery.start_soon(_receive_chunks, stream, free, arrived_send)
         async for start, hw_position, master_start, buffer, length in arrived:
             if length:
-                position = await trio.to_thread.run_sync(store.append_replicated, start,
-                                                         memoryview(buffer)[:length])
+                if length <= INLINE_APPLY_BYTES and store.applies_in_place(memoryview(buffer)[:length]):
+                    position = store.append_replicated(start, memoryview(buffer)[:length])
+                else:
+                    position = await trio.to_thread.run_sync(store.append_replicated, start,
+                                                             memoryview(buffer)[:length])
             if len(buffer) == CHUNK_BYTES:
                 free_send.send_nowait(buffer)
             copied_to = store.starting_over

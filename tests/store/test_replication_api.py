@@ -95,6 +95,31 @@ def test_the_tail_read_on_the_masters_loop_is_read_log_where_it_applies_and_none
     leader.close()
 
 
+def test_only_chunks_without_state_records_are_applied_in_place(tmp_path):
+    """applies_in_place: a follower applies data entries on its event loop; a chunk holding a
+    state record (here the topics' records at the log's start) goes to a worker thread, as does
+    everything while a store starts over."""
+    leader = make(tmp_path / "leader")
+    follower = make(tmp_path / "follower", follower=True)
+    fill(leader, 0, 3)
+    _, first = leader.read_log(0, 1 << 20)  # from the log's start: the topics' state records first
+    assert not follower.applies_in_place(first)
+    ship(leader, follower)
+    fill(leader, 3, 3)
+    at, data = leader.read_log(follower.log_end_position, 1 << 20)
+    assert follower.applies_in_place(data)
+    follower.append_replicated(at, data)
+    leader.create_topic("later", 1, {})  # its state record, between data entries
+    fill(leader, 6, 1)
+    at, data = leader.read_log(follower.log_end_position, 1 << 20)
+    assert not follower.applies_in_place(data)
+    assert follower.applies_in_place(b"")
+    follower.append_replicated(at, data)
+    same(leader, follower)
+    leader.close()
+    follower.close()
+
+
 def test_shipped_bytes_that_do_not_continue_the_log_are_refused_before_anything_is_written(tmp_path):
     leader = make(tmp_path / "leader")
     follower = make(tmp_path / "follower", follower=True)
