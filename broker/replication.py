@@ -254,11 +254,11 @@ async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
         nursery.start_soon(_receive_chunks, stream, free, arrived_send)
         async for start, hw_position, master_start, buffer, length in arrived:
             if length:
-                if length <= INLINE_APPLY_BYTES and store.applies_in_place(memoryview(buffer)[:length]):
-                    position = store.append_replicated(start, memoryview(buffer)[:length])
+                chunk = memoryview(buffer)[:length]
+                if length <= INLINE_APPLY_BYTES and store.applies_in_place(buffer, length):
+                    position = store.append_replicated(start, chunk)
                 else:
-                    position = await trio.to_thread.run_sync(store.append_replicated, start,
-                                                             memoryview(buffer)[:length])
+                    position = await trio.to_thread.run_sync(store.append_replicated, start, chunk)
             if len(buffer) == CHUNK_BYTES:
                 free_send.send_nowait(buffer)
             copied_to = store.starting_over

@@ -88,8 +88,6 @@ log = logging.getLogger(__name__)
 _BASE = struct.Struct(">q")
 _LAST_DELTA = struct.Struct(">i")
 _PRODUCER_ID = struct.Struct(">q")  # at 43
-_LENGTH = struct.Struct(">I")  # an entry's first field (store/entry.py)
-_TOPIC_ID_AT = 12  # where an entry's topic id starts (store/entry.py)
 FULL_WARNING_INTERVAL_S = 10.0  # one "out of disk space" line per this many seconds
 # A checkpoint with at least this many moved queues syncs the data directory's file system once
 # (store/segment.py: sync_filesystem) instead of msyncing each queue's mapping: with 10,000
@@ -936,23 +934,17 @@ class Store:
         keeps up, and read_log in a worker thread otherwise."""
         return self._log.read_tail(position, max_bytes)
 
-    def applies_in_place(self, data: bytes | memoryview) -> bool:
-        """May a follower apply these shipped entries on its event loop (append_replicated
-        without a worker thread), as a master appends a produced batch on its own? Yes unless
-        one of them is a state record (a topic's record makes its queue files, and every state
-        record is reconciled against the registry) or this store is starting over. Reads each
-        entry's length and topic id only: append_replicated checks the rest."""
+    def applies_in_place(self, data: bytes | bytearray, end: int | None = None) -> bool:
+        """May a follower apply these shipped entries (data[:end]) on its event loop
+        (append_replicated without a worker thread), as a master appends a produced batch on its
+        own? Yes unless one of them is a state record (a topic's record makes its queue files,
+        and every state record is reconciled against the registry) or this store is starting
+        over. Every entry's header holds its topic's id, so one bytes search for the state
+        topic's id answers without a walk over entries; the id turning up inside a record's
+        bytes only sends the chunk to a worker thread."""
         if self._start_over is not None:
             return False
-        state_id = self._parts[STATE_TOPIC][0].topic_id
-        view = memoryview(data)
-        at, end = 0, len(view)
-        while at + ENTRY_HEADER.size <= end:
-            (length,) = _LENGTH.unpack_from(view, at)
-            if length < ENTRY_HEADER.size or view[at + _TOPIC_ID_AT:at + _TOPIC_ID_AT + 16] == state_id:
-                return False
-            at += length
-        return True
+        return data.find(self._parts[STATE_TOPIC][0].topic_id, 0, end) < 0
 
     def append_replicated(self, position: int, data: bytes | memoryview) -> int:
         """Apply commitlog entries shipped by a leader: written byte for byte at `position`,
