@@ -21,6 +21,12 @@ ROOT = Path(__file__).resolve().parents[1]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def stat_cpu_seconds(stat: Path) -> float:
+    """utime + stime from a /proc stat file (a process's, or one thread's under task/)."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
 class MeasuredProcess:
     """A broker process the suite started, read from /proc by its PID."""
 
@@ -56,8 +62,7 @@ class MeasuredProcess:
 
     def cpu_seconds(self) -> float:
         """utime + stime of the broker process (all its threads)."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        return stat_cpu_seconds(Path(f"/proc/{self.pid}/stat"))
 
     def peak_rss_mb(self) -> float:
         """VmHWM: peak resident set, including the mmap'd files the broker touched (Gregor's segments)."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import struct
 import sys
@@ -24,6 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from broker_process import stat_cpu_seconds
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 STAMP = struct.Struct("<q")  # latency payloads start with time.monotonic_ns() at send
@@ -110,15 +110,12 @@ def thread_cpu() -> dict[str, float]:
     id: the Python thread that calls produce() is "MainThread"-like ("python"), librdkafka's are
     "rdk:main", "rdk:broker1", ... One thread at its elapsed time is a client at its limit
     (librdkafka sends to each broker from one thread)."""
-    ticks = os.sysconf("SC_CLK_TCK")
     out = {}
     for task in Path("/proc/self/task").iterdir():
         try:
-            name = (task / "comm").read_text().strip()
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            out[f"{(task / 'comm').read_text().strip()}/{task.name}"] = stat_cpu_seconds(task / "stat")
         except OSError:  # the thread ended meanwhile
             continue
-        out[f"{name}/{task.name}"] = (int(fields[11]) + int(fields[12])) / ticks
     return out
 
 

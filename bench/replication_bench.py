@@ -19,9 +19,10 @@ lowest and highest round):
   EQUAL_BATCH_RECORDS x 1 KiB, one per request, the partitions in turn, requests built once):
   librdkafka sends about one record per batch at 10,000 partitions, and its one thread per broker
   is then busy nearly all the time, so the partition count is not the only thing that changes;
-  with equal batches it is. Before each case the page cache is filled (bench/page_cache.py; --cold-page-cache: not):
-  this VM charges a host fault for each page it takes back from its host, and three nodes on one
-  machine write three copies, where separate machines would pay for theirs in parallel.
+  with equal batches it is. Before each case the page cache is filled (bench/page_cache.py;
+  --cold-page-cache: not): this VM charges a host fault for each page it takes back from its
+  host, and three nodes on one machine write three copies, where separate machines would pay for
+  theirs in parallel.
 - Follower lag (Gregor group). While the producer writes at full speed with acks=1 to one
   partition, each node's admin HTTP API (/metrics, `gregor_partition_end_offset`: the partition's
   high watermark) is read every LAG_INTERVAL_S. Followers answer ListOffsets with
@@ -395,29 +396,31 @@ def child(argv: list[str], timeout: float) -> dict:
 def produce(system: System, topics: list[str], per_topic: int, acks: str, seconds: float,
             max_bytes: int = MAX_BYTES) -> dict:
     """bench/loadgen.py's produce mode; returns its result with the CPU all nodes spent meanwhile."""
-    spec = {"mode": "produce", "bootstrap": system.bootstrap, "topics": topics, "partitions_per_topic": per_topic,
-            "size": VALUE, "acks": acks, "seconds": seconds, "max_messages": max_bytes // VALUE,
-            "max_seconds": seconds + 120}
-    before = system.cpu()
-    result = child([str(LOADGEN), json.dumps(spec)], timeout=seconds + 400)
-    result["cpu_s"] = system.cpu() - before
-    system.check_alive()
-    return result
+    return _measured(system, LOADGEN, {
+        "mode": "produce", "bootstrap": system.bootstrap, "topics": topics, "partitions_per_topic": per_topic,
+        "size": VALUE, "acks": acks, "seconds": seconds, "max_messages": max_bytes // VALUE,
+        "max_seconds": seconds + 120}, seconds)
 
 
 def produce_equal_batches(system: System, topics: list[str], per_topic: int, acks: str, seconds: float) -> dict:
     """bench/direct_producer.py: batches of EQUAL_BATCH_RECORDS records, one per request, the
     partitions in turn; at 1 partition and at many the same requests, but for the partition
     they name."""
-    spec = {"bootstrap": system.bootstrap, "topics": topics, "partitions_per_topic": per_topic, "size": VALUE,
-            "batch_records": EQUAL_BATCH_RECORDS, "request_bytes": EQUAL_BATCH_RECORDS * VALUE,
-            "in_flight": EQUAL_BATCH_IN_FLIGHT, "acks": acks, "seconds": seconds, "max_bytes": MAX_BYTES}
-    before = system.cpu()
-    result = child([str(DIRECT_PRODUCER), json.dumps(spec)], timeout=seconds + 400)
-    result["cpu_s"] = system.cpu() - before
-    system.check_alive()
+    result = _measured(system, DIRECT_PRODUCER, {
+        "bootstrap": system.bootstrap, "topics": topics, "partitions_per_topic": per_topic, "size": VALUE,
+        "batch_records": EQUAL_BATCH_RECORDS, "request_bytes": EQUAL_BATCH_RECORDS * VALUE,
+        "in_flight": EQUAL_BATCH_IN_FLIGHT, "acks": acks, "seconds": seconds, "max_bytes": MAX_BYTES}, seconds)
     if result["errors"]:
         raise RuntimeError(f"bench/direct_producer.py: {result['errors']}")
+    return result
+
+
+def _measured(system: System, script: Path, spec: dict, seconds: float) -> dict:
+    """A client script's result, with the CPU all nodes spent while it ran."""
+    before = system.cpu()
+    result = child([str(script), json.dumps(spec)], timeout=seconds + 400)
+    result["cpu_s"] = system.cpu() - before
+    system.check_alive()
     return result
 
 
@@ -936,7 +939,7 @@ def report(run: Run, meta: dict) -> str:
         "",
     ]
     for client in CLIENTS:
-        rows = [r for r in produced if r.get("client", "librdkafka") == client]
+        rows = [r for r in produced if r["client"] == client]
         if not rows:
             continue
         if client == "librdkafka":
