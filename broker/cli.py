@@ -355,6 +355,7 @@ def _serve(args: argparse.Namespace) -> int:
     import trio
 
     from broker.config import ConfigError
+    from broker.heap import keep_freed_heap
     from store.limits import raise_open_file_limit
 
     try:
@@ -370,6 +371,8 @@ def _serve(args: argparse.Namespace) -> int:
     # every partition keeps a file open: take the hard limit, as the JVM does for Kafka
     open_files = raise_open_file_limit()
     logging.getLogger("gregor").info("open-file limit %d", open_files)
+    if not keep_freed_heap():  # request buffers reused instead of faulted in again: broker/heap.py
+        logging.getLogger("gregor").info("malloc settings not applied (not glibc): request buffers come from fresh pages")
     try:
         trio.run(_serve_until_signalled, config)
     except OSError as exc:
