@@ -3,13 +3,13 @@ for the whole commitlog (MetaQ's HA, seed 000 §7.6; RocketMQ's HAService on its
 not one per partition. As RocketMQ's HAConnection, the master pushes and the follower reports:
 once the follower said where its log ends, the master sends whole entries from there
 (Store.read_log in a worker thread, or Store.read_log_tail on the loop for a follower that
-keeps up: views over its mmap, written with sendmsg, no copy in Python) as they are
-appended, with at most CHUNKS_IN_FLIGHT chunks it has not answered yet, and with each chunk
+keeps up; the bytes leave with sendfile from the segment's file, _SegmentFile, no copy in
+Python or from the mapping) as they are appended, with at most CHUNKS_IN_FLIGHT chunks it has not answered yet, and with each chunk
 the position every member of the sync-state set holds (the follower's high watermark). The
 follower writes each chunk at the same positions and dispatches it as recovery does
-(Store.append_replicated) while the next chunk arrives (on its event loop for a small chunk with
-no state record, INLINE_APPLY_BYTES; in a worker thread otherwise), then reports the position it
-holds: that report is what moves the master's high watermark (acks=all).
+(Store.append_replicated) while the next chunk arrives (received straight into a reused buffer,
+woken once per RECEIVE_LOWAT of it; applied on its event loop for a small chunk with no state
+record, INLINE_APPLY_BYTES; in a worker thread otherwise), then reports the position it holds: that report is what moves the master's high watermark (acks=all).
 
 The wire, big-endian (Gregor's own, between Gregor nodes only):
   follower -> master, once:  HELLO   magic "GRHA" | version u8 | node id i32 | last master epoch i32 | log end i64
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import struct
 from typing import TYPE_CHECKING
 
@@ -62,6 +63,11 @@ BUFFERS = CHUNKS_IN_FLIGHT  # a follower's receive buffers: one is freed before 
 # master appends a produced batch (up to max.message.bytes) on its own: two thread hops per chunk
 # were a large part of an acks=all round trip under small requests (docs/benchmarks.md).
 INLINE_APPLY_BYTES = 1 << 20
+# A follower is woken when this much of a chunk has arrived (SO_RCVLOWAT), or the rest of it, not
+# for each 64 KiB segment the loopback or a NIC delivers: a cross-CPU wake-up per segment was a
+# large part of the master's sendmsg (docs/benchmarks.md). The kernel caps it at half tcp_rmem's
+# largest buffer (3 MiB by default).
+RECEIVE_LOWAT = 1 << 20
 IDLE_WAIT_S = 0.05  # an empty chunk after this without appends: the follower's hw, and its report
 RETRY_FIRST_S, RETRY_MAX_S = 0.02, 1.0  # a follower's reconnection backoff
 
@@ -119,6 +125,7 @@ async def _ship(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
     store = cluster.store
     (shipped,) = HOLDS.unpack(await receive_exactly(stream, HOLDS.size))
     progress = _Progress()
+    files = _SegmentFile(store)
     try:
         progress.report(cluster, node, shipped)
         async with trio.open_nursery() as nursery:
@@ -141,11 +148,66 @@ async def _ship(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
                         start, data = await trio.to_thread.run_sync(store.read_log, shipped, CHUNK_BYTES)
                 header = CHUNK.pack(start, cluster.hw_position, store.log_start_position, len(data))
                 progress.in_flight += 1
-                await send_buffers(stream.socket, [header, data] if data else [header])
+                if not (data and await files.send(stream.socket, header, start, len(data))):
+                    await send_buffers(stream.socket, [header, data] if data else [header])
                 shipped = start + len(data)
             nursery.cancel_scope.cancel()
     finally:
+        files.close()
         cluster.disconnected(node)
+
+
+class _SegmentFile:
+    """Chunks leave with sendfile() from the commitlog segment's file: the kernel hands the
+    page-cache pages to the socket instead of copying them in from the mapping, which was the
+    largest part of a master's sendmsg per follower (docs/benchmarks.md). The segment is opened
+    by its path, once, with a descriptor of this stream's own: retention closing the store's
+    descriptor (in a worker thread) cannot pull it away between two sendfile calls, and a
+    segment deleted meanwhile stays readable through it. A segment's bytes never change while
+    this node leads (appends only; the cleaner appends relocated entries, store/compaction.py),
+    and a stream lives no longer than one epoch of leading, so the open file is never stale."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.fd = -1
+        self.start = self.end = 0  # the positions the open segment holds
+
+    async def send(self, sock: trio.socket.SocketType, header: bytes, position: int, length: int) -> bool:
+        """Send header, then the log's bytes [position, position+length) from one segment;
+        False, having sent nothing, when the segment's file cannot be opened (the caller sends
+        the bytes from the mapping)."""
+        if not self.start <= position < self.end:
+            self.close()
+            found = self.store.log_segment_file(position)
+            if found is None:
+                return False
+            path, self.start, self.end = found
+            try:
+                self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:  # deleted meanwhile, or out of descriptors
+                self.start = self.end = 0
+                return False
+        sent = 0
+        while sent < len(header):  # alone: with MSG_MORE, sendfile's last bytes waited for a timer (20 MB/s)
+            sent += await sock.send(header[sent:])
+        offset, left = position - self.start, length
+        while left:
+            try:
+                n = os.sendfile(sock.fileno(), self.fd, offset, left)
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(sock)
+                continue
+            if n == 0:
+                raise ProtocolError(f"the commitlog's file ends before position {position + length - left}")
+            offset += n
+            left -= n
+        return True
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.start = self.end = 0
 
 
 class _Progress:
@@ -277,14 +339,22 @@ async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
 async def _receive_chunks(stream: trio.SocketStream, free: trio.MemoryReceiveChannel[bytearray],
                           arrived: trio.MemorySendChannel[tuple]) -> None:
     sock = stream.socket
+    lowat = 1
     while True:
         start, hw_position, master_start, length = CHUNK.unpack(await receive_exactly(stream, CHUNK.size))
         buffer = await free.receive() if length <= CHUNK_BYTES else bytearray(length)  # one entry above it
         view = memoryview(buffer)
         got = 0
         while got < length:  # straight into the buffer: no intermediate bytes objects
+            wanted = min(length - got, RECEIVE_LOWAT)
+            if wanted != lowat:
+                sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVLOWAT, wanted)
+                lowat = wanted
             n = await sock.recv_into(view[got:length])
             if not n:
                 raise StreamClosed("the master closed the replication stream")
             got += n
+        if lowat != 1:  # the next chunk's header wakes it, however small the chunk
+            sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVLOWAT, 1)
+            lowat = 1
         await arrived.send((start, hw_position, master_start, buffer, length))

@@ -928,6 +928,14 @@ class Store:
         (CommitLog.read_entries)."""
         return self._log.read_entries(position, max_bytes)
 
+    def log_segment_file(self, position: int) -> tuple[Path, int, int] | None:
+        """(the file of the commitlog segment holding `position`, the positions it starts and
+        ends at), None when no segment holds it: for a caller that sends what read_log or
+        read_log_tail gave it (one segment's bytes) from the file (sendfile) rather than from
+        the mapping."""
+        seg = self._log.segment_at(position)
+        return None if seg is None else (seg.path, seg.start, seg.end)
+
     def read_log_tail(self, position: int, max_bytes: int) -> memoryview | None:
         """read_log's quick case without I/O or a walk over entries, None when it does not
         apply (CommitLog.read_tail): a master calls it on its event loop for a follower that
