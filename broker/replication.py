@@ -4,12 +4,14 @@ not one per partition. As RocketMQ's HAConnection, the master pushes and the fol
 once the follower said where its log ends, the master sends whole entries from there
 (Store.read_log in a worker thread, or Store.read_log_tail on the loop for a follower that
 keeps up; the bytes leave with sendfile from the segment's file, _SegmentFile, no copy in
-Python or from the mapping) as they are appended, with at most CHUNKS_IN_FLIGHT chunks it has not answered yet, and with each chunk
-the position every member of the sync-state set holds (the follower's high watermark). The
-follower writes each chunk at the same positions and dispatches it as recovery does
-(Store.append_replicated) while the next chunk arrives (received straight into a reused buffer,
-woken once per RECEIVE_LOWAT of it; applied on its event loop for a small chunk with no state
-record, INLINE_APPLY_BYTES; in a worker thread otherwise), then reports the position it holds: that report is what moves the master's high watermark (acks=all).
+Python or from the mapping) as they are appended, with at most CHUNKS_IN_FLIGHT chunks it has
+not answered yet, and with each chunk the position every member of the sync-state set holds
+(the follower's high watermark). The follower writes each chunk at the same positions and
+dispatches it as recovery does (Store.append_replicated) while the next chunk arrives
+(received straight into a reused buffer, woken once per RECEIVE_LOWAT of it; applied on its
+event loop for a small chunk with no state record, INLINE_APPLY_BYTES; in a worker thread
+otherwise), then reports the position it holds: that report is what moves the master's high
+watermark (acks=all).
 
 The wire, big-endian (Gregor's own, between Gregor nodes only):
   follower -> master, once:  HELLO   magic "GRHA" | version u8 | node id i32 | last master epoch i32 | log end i64
@@ -187,9 +189,7 @@ class _SegmentFile:
             except OSError:  # deleted meanwhile, or out of descriptors
                 self.start = self.end = 0
                 return False
-        sent = 0
-        while sent < len(header):  # alone: with MSG_MORE, sendfile's last bytes waited for a timer (20 MB/s)
-            sent += await sock.send(header[sent:])
+        await send_buffers(sock, [header])  # alone: with MSG_MORE, sendfile's last bytes waited for a timer (20 MB/s)
         offset, left = position - self.start, length
         while left:
             try:

@@ -10,7 +10,7 @@ import time
 
 import trio
 
-from broker.replication import CHUNK, _SegmentFile
+from broker.replication import CHUNK, _SegmentFile, receive_exactly
 from store import Store
 from tests.store.conftest import append, build_batch, tiny_config
 
@@ -22,13 +22,6 @@ async def _pair() -> tuple[trio.SocketStream, trio.SocketStream]:
     server = await listeners[0].accept()
     await listeners[0].aclose()
     return server, client
-
-
-async def _receive(stream: trio.SocketStream, size: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < size:
-        buf += await stream.receive_some(size - len(buf))
-    return bytes(buf)
 
 
 def _same_log(leader: Store, follower: Store) -> None:
@@ -65,7 +58,7 @@ def test_chunks_sent_from_the_segment_files_give_the_follower_the_leaders_log(tm
             header = CHUNK.pack(at, 0, 0, len(data))
             async with trio.open_nursery() as nursery:  # the receiver reads while the sender sends
                 nursery.start_soon(files.send, master.socket, header, at, len(data))
-                got = await _receive(replica, CHUNK.size + len(data))
+                got = await receive_exactly(replica, CHUNK.size + len(data))
             assert got == header + bytes(data)
             follower.append_replicated(at, memoryview(got)[CHUNK.size:])
             if not deleted and files.fd >= 0 and files.start <= at + len(data) < files.end:
