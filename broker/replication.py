@@ -70,6 +70,9 @@ INLINE_APPLY_BYTES = 1 << 20
 # large part of the master's sendmsg (docs/benchmarks.md). The kernel caps it at half tcp_rmem's
 # largest buffer (3 MiB by default).
 RECEIVE_LOWAT = 1 << 20
+# ... but not for a chunk's rest smaller than this: it arrives in a few segments, and the two
+# setsockopt calls would cost more than the wake-ups they save (64 KiB requests: one chunk each).
+LOWAT_FROM = 256 << 10
 IDLE_WAIT_S = 0.05  # an empty chunk after this without appends: the follower's hw, and its report
 RETRY_FIRST_S, RETRY_MAX_S = 0.02, 1.0  # a follower's reconnection backoff
 
@@ -347,6 +350,8 @@ async def _receive_chunks(stream: trio.SocketStream, free: trio.MemoryReceiveCha
         got = 0
         while got < length:  # straight into the buffer: no intermediate bytes objects
             wanted = min(length - got, RECEIVE_LOWAT)
+            if wanted < LOWAT_FROM:
+                wanted = 1
             if wanted != lowat:
                 sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVLOWAT, wanted)
                 lowat = wanted
