@@ -2,8 +2,8 @@
 for the whole commitlog (MetaQ's HA, seed 000 §7.6; RocketMQ's HAService on its own port),
 not one per partition. As RocketMQ's HAConnection, the master pushes and the follower reports:
 once the follower said where its log ends, the master sends whole entries from there
-(Store.read_log in a worker thread, or Store.read_log_tail on the loop for a follower that
-keeps up; the bytes leave with sendfile from the segment's file, _SegmentFile, no copy in
+(Store.read_log_tail on the loop for a follower up to 64 MiB behind, Store.read_log in a worker
+thread otherwise; the bytes leave with sendfile from the segment's file, _SegmentFile, no copy in
 Python or from the mapping) as they are appended, with at most CHUNKS_IN_FLIGHT chunks it has
 not answered yet, and with each chunk the position every member of the sync-state set holds
 (the follower's high watermark). The follower writes each chunk at the same positions and
@@ -146,7 +146,7 @@ async def _ship(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
                         break
                 if store.log_end_position <= shipped:
                     start, data = shipped, memoryview(b"")
-                else:  # a follower that keeps up is shipped what was just appended: no thread hop for that
+                else:  # a follower close behind is shipped what was just appended: no thread hop for that
                     # (one per chunk, ~750 chunks/s under load at 10,000 partitions: docs/benchmarks.md)
                     start, data = shipped, store.read_log_tail(shipped, CHUNK_BYTES)
                     if data is None:

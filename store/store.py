@@ -938,8 +938,8 @@ class Store:
 
     def read_log_tail(self, position: int, max_bytes: int) -> memoryview | None:
         """read_log's quick case without I/O or a walk over entries, None when it does not
-        apply (CommitLog.read_tail): a master calls it on its event loop for a follower that
-        keeps up, and read_log in a worker thread otherwise."""
+        apply (CommitLog.read_tail): a master calls it on its event loop for a follower close
+        behind, and read_log in a worker thread otherwise."""
         return self._log.read_tail(position, max_bytes)
 
     def applies_in_place(self, data: bytes | bytearray, end: int | None = None) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from store import Store
+from store import Store, commitlog
 from store.errors import ReplicationError, StoreError
 from tests.store.conftest import append, build_batch, tiny_config
 
@@ -90,8 +90,36 @@ def test_the_tail_read_on_the_masters_loop_is_read_log_where_it_applies_and_none
     assert middle < end
     assert bytes(leader.read_log_tail(middle, 1 << 20)) == bytes(leader.read_log(middle, 1 << 20)[1])
     assert leader.read_log_tail(starts[0], 1 << 20) is None  # past a segment's end: read_log walks it
-    assert leader.read_log_tail(last, end - last - 1) is None  # more than max_bytes
+    for max_bytes in (end - last - 1, len(first_entry), 1):  # more than max_bytes: the entries that fit, at least one
+        assert bytes(leader.read_log_tail(last, max_bytes)) == bytes(leader.read_log(last, max_bytes)[1])
     assert leader.read_log_tail(end, 1 << 20) is None  # nothing more
+    leader.close()
+
+
+def test_the_tail_read_steps_over_a_bounded_number_of_entries_close_to_the_write_position(tmp_path, monkeypatch):
+    leader = make(tmp_path / "leader")
+    fill(leader, 0, 60)
+    end = leader.log_end_position
+    position = leader.log_start_position
+    while True:  # to the last segment's first entry
+        position, data = leader.read_log(position, 1 << 20)
+        if leader.read_log_tail(position, 1 << 20) is not None:
+            break
+        position += len(data)
+    ends = [position]
+    for _ in range(3):  # the ends of the next three entries
+        ends.append(ends[-1] + len(leader.read_log(ends[-1], 1)[1]))
+    size = ends[3] - position
+    three = bytes(leader.read_log(position, size)[1])
+    assert len(three) == size < end - ends[3]  # more entries follow
+    assert bytes(leader.read_log_tail(position, size)) == three
+    monkeypatch.setattr(commitlog, "TAIL_HOPS", 4)  # three steps, and a fourth to the entry that does not fit
+    assert bytes(leader.read_log_tail(position, size)) == three
+    monkeypatch.setattr(commitlog, "TAIL_HOPS", 3)  # more entries than it may step over: read_log's walk
+    assert leader.read_log_tail(position, size) is None
+    monkeypatch.setattr(commitlog, "TAIL_HOPS", 1024)
+    monkeypatch.setattr(commitlog, "TAIL_BYTES", end - position - 1)  # the write position too far ahead
+    assert leader.read_log_tail(position, size) is None
     leader.close()
 
 
