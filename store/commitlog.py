@@ -42,7 +42,9 @@ _crc = crc32c.crc32c
 # (CHUNK_BYTES, 4 MiB) behind; read_entries' walk in a worker thread, with a CRC check of every
 # entry, cost the master a thread hop and a pass over each chunk's bytes.
 TAIL_BYTES = 64 << 20  # written a moment ago: resident
-TAIL_HOPS = 1024  # entries stepped over per chunk at most (~0.3 ms): small entries go to read_entries
+# Entries stepped over per chunk at most: 1,024 steps take ~0.1 ms. Smaller entries than 4 KiB on
+# average (10,000 partitions) go to read_entries after those steps, a small part of its walk.
+TAIL_HOPS = 1024
 
 
 def _entries_within(view: memoryview, begin: int, stop: int, max_bytes: int) -> int | None:
