@@ -416,12 +416,47 @@ def produce_equal_batches(system: System, topics: list[str], per_topic: int, ack
 
 
 def _measured(system: System, script: Path, spec: dict, seconds: float) -> dict:
-    """A client script's result, with the CPU all nodes spent while it ran."""
-    before = system.cpu()
+    """A client script's result, with the CPU all nodes spent while it ran, and the kernel's
+    memory work meanwhile (kernel_memory)."""
+    before, memory = system.cpu(), kernel_memory()
     result = child([str(script), json.dumps(spec)], timeout=seconds + 400)
     result["cpu_s"] = system.cpu() - before
+    result["kernel"] = {k: v - memory.get(k, 0) for k, v in kernel_memory().items()}
     system.check_alive()
     return result
+
+
+KERNEL_THREADS = ("kswapd", "kcompactd")  # the kernel's reclaim and compaction threads
+
+
+def kernel_memory() -> dict[str, float]:
+    """Counters of the kernel's memory work, machine-wide (every process's, the ballast's too):
+    direct compaction stalls and the pages compaction scanned (/proc/vmstat: allocations of
+    large folios, as page-cache readahead makes, compact a fragmented memory first), pages
+    reclaimed, and the CPU seconds of kswapd and kcompactd. Empty where /proc is not Linux's."""
+    counters: dict[str, float] = {}
+    try:
+        with open("/proc/vmstat") as f:
+            vm = dict(line.split() for line in f)
+    except OSError:
+        return counters
+    counters["compact_stalls"] = int(vm.get("compact_stall", 0))
+    counters["compact_scanned"] = int(vm.get("compact_migrate_scanned", 0)) + int(vm.get("compact_free_scanned", 0))
+    counters["reclaimed"] = sum(int(v) for k, v in vm.items() if k.startswith("pgsteal_"))
+    cpu = 0.0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if stat[stat.index("(") + 1:].startswith(KERNEL_THREADS):
+            fields = stat[stat.rindex(")") + 2:].split()
+            cpu += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    counters["kernel_threads_cpu_s"] = cpu
+    return counters
 
 
 def warm_up(system: System, segment: int) -> None:
@@ -473,7 +508,7 @@ def throughput_cases(run: Run, system: System, rnd: int, many: int, acks_modes: 
                                               if result["delivered"] else None),
                          busiest_thread=busiest[0].split("/")[0] if busiest else None,
                          busiest_thread_share=busiest[1] / result["seconds"] if busiest else None,
-                         sync_state_set=in_set)
+                         sync_state_set=in_set, kernel=result["kernel"])
         trouble = f", {result['failed']} failed, {result['undelivered']} undelivered" \
             if result["failed"] or result["undelivered"] else ""
         in_set_text = f", sync-state set {in_set}" if in_set is not None else ""
@@ -481,7 +516,17 @@ def throughput_cases(run: Run, system: System, rnd: int, many: int, acks_modes: 
         print(f"  {system.broker:6} {client:10} {system.nodes} node(s) acks={acks:3} {n:>6,} partitions: "
               f"{fig['mb_per_s']:7.1f} MB/s {fig['msgs_per_s']:>10,.0f} rec/s "
               f"(CPU {fig['cpu_s_per_gb'] or 0:.1f} s/GB, client {fig['client_cpu_s_per_gb'] or 0:.1f} s/GB"
-              f"{busy}{in_set_text}{trouble})", flush=True)
+              f"{busy}{in_set_text}{trouble}){_kernel_text(fig)}", flush=True)
+
+
+def _kernel_text(fig: dict) -> str:
+    """The kernel's memory work during a case, per GB delivered (kernel_memory)."""
+    k, gb = fig.get("kernel"), fig["delivered"] * VALUE / 1e9
+    if not k or not gb:
+        return ""
+    return (f"; kernel per GB: {k['reclaimed'] * 4096 / 1e9 / gb:.1f} GB reclaimed, "
+            f"{k['compact_stalls'] / gb:,.0f} compaction stalls, {k['compact_scanned'] / gb / 1e6:.1f}M pages "
+            f"scanned by compaction, kswapd+kcompactd {k['kernel_threads_cpu_s'] / gb:.2f} CPU s")
 
 
 def latency_cases(run: Run, system: System, rnd: int, acks_modes: list[str]) -> None:
