@@ -46,15 +46,20 @@ if TYPE_CHECKING:
     from broker.cluster import Cluster
 
 log = logging.getLogger("gregor.replication")
+_refused_versions: set[tuple[str, int]] = set()  # (who, replication version) already logged
 
 MAGIC = b"GRHA"
 VERSION = 2  # 1: the follower asked for each chunk (FETCH) and applied it before asking again
 HELLO = struct.Struct(">4sBiiq")
+# The part of HELLO every version keeps, and the WELCOME (OTHER_VERSION) a master of any version
+# answers a follower of another one with: a mismatch is named, not a silent closed stream.
+HELLO_HEAD = struct.Struct(">4sB")
 WELCOME = struct.Struct(">biq")
 HOLDS = struct.Struct(">q")
 CHUNK = struct.Struct(">qqqi")
 COPY = struct.Struct(">qi")
-OK, NOT_MASTER, START_OVER = 0, 1, 2
+# WELCOME's status; OTHER_VERSION carries the master's replication version in the epoch field
+OK, NOT_MASTER, START_OVER, OTHER_VERSION = 0, 1, 2, 3
 CHUNK_BYTES = 4 << 20  # at most this much per chunk (at least one entry): big sequential writes
 # Chunks shipped and not yet answered: one applied while the next one arrives. What is appended
 # meanwhile waits at the master and leaves as one chunk: under load chunks grow, instead of one
@@ -85,6 +90,17 @@ class StreamClosed(ProtocolError):
     """The peer closed the stream (end of file)."""
 
 
+class OtherVersion(ProtocolError):
+    """The master runs another replication version: this node cannot follow it until both run
+    the same Gregor version."""
+
+
+def other_version_text(who: str, version: int) -> str:
+    return (f"{who} runs replication version {version} and this node version {VERSION}: the nodes of a broker "
+            f"group must run the same Gregor version (stop the group's nodes, upgrade them all, start them "
+            f"again); until then neither can follow the other")
+
+
 async def receive_exactly(stream: trio.abc.ReceiveStream, size: int) -> bytes:
     buf = bytearray()
     while len(buf) < size:
@@ -100,10 +116,20 @@ async def serve_follower(cluster: Cluster, stream: trio.SocketStream) -> None:
     """One follower's stream, for as long as this node leads in the epoch it welcomed it in."""
     async with stream:
         try:
-            magic, version, node, follower_epoch, follower_end = HELLO.unpack(await receive_exactly(stream, HELLO.size))
-            if magic != MAGIC or version != VERSION:
-                log.warning("refused a replication stream: not a Gregor follower (magic %r, version %d)", magic, version)
+            head = await receive_exactly(stream, HELLO_HEAD.size)
+            magic, version = HELLO_HEAD.unpack(head)
+            if magic != MAGIC:
+                log.warning("refused a replication stream: not a Gregor follower (magic %r)", magic)
                 return
+            if version != VERSION:  # whatever follows in its HELLO, it reads this WELCOME: it says why
+                peer = stream.socket.getpeername()[0]
+                if (f"follower {peer}", version) not in _refused_versions:  # once, not at every reconnection
+                    _refused_versions.add((f"follower {peer}", version))
+                    log.error("refused a replication stream: %s", other_version_text(f"a node at {peer}", version))
+                await stream.send_all(WELCOME.pack(OTHER_VERSION, VERSION, -1))
+                return
+            _, _, node, follower_epoch, follower_end = HELLO.unpack(
+                head + await receive_exactly(stream, HELLO.size - HELLO_HEAD.size))
             epoch = cluster.leading_epoch
             if epoch is None:
                 await stream.send_all(WELCOME.pack(NOT_MASTER, -1, -1))
@@ -291,6 +317,11 @@ async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
     my_epoch = epochs[-1][0] if epochs else 0
     await stream.send_all(HELLO.pack(MAGIC, VERSION, cluster.node_id, my_epoch, store.log_end_position))
     status, master_epoch, truncate_to = WELCOME.unpack(await receive_exactly(stream, WELCOME.size))
+    if status == OTHER_VERSION:  # master_epoch is the master's version
+        if (f"master {node}", master_epoch) not in _refused_versions:
+            _refused_versions.add((f"master {node}", master_epoch))
+            log.error("cannot follow master %d: %s", node, other_version_text(f"node {node}", master_epoch))
+        raise OtherVersion(f"master {node} runs replication version {master_epoch}, this node {VERSION}")
     if status not in (OK, START_OVER):
         log.debug("node %d is not the master yet (or any more)", node)
         return
