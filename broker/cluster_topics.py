@@ -71,7 +71,10 @@ class ClusterTopics:
         try:
             return await trio.to_thread.run_sync(
                 functools.partial(self.cluster.store.create_topic, name, partitions, configs, topic_id=topic_id))
-        except BaseException:
+        except BaseException as exc:
+            made = self.cluster.store.topic(name)
+            if isinstance(exc, TopicExists) and made is not None and made.topic_id == topic_id:
+                return made  # sync() made it from the record meanwhile (the record's change woke it)
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.cluster.zk.delete_topic, name, str(topic_id))
             raise
@@ -137,6 +140,9 @@ class ClusterTopics:
                 if meta.configs != record.configs:
                     await run(self.cluster.store.alter_topic_configs, name, dict(record.configs))
             except StoreError as exc:  # another change of it under way, a full disk: the next change retries
+                made = self.cluster.store.topic(name)
+                if isinstance(exc, TopicExists) and made is not None and str(made.topic_id) == record.topic_id:
+                    continue  # the CreateTopics that wrote the record made it meanwhile
                 log.warning("topic %s not made as ZooKeeper has it: %s", name, exc)
         for name, meta in have.items():
             if name in topics:
