@@ -14,8 +14,8 @@ costs more per partition than the broker's own work, and this client shares the 
 the broker). Partitions with an error count as failed, the others as delivered.
 
 Run: .venv/bin/python bench/direct_producer.py '<json spec>'; it prints one JSON line:
-{"delivered": records, "failed": records, "seconds", "msgs_per_s", "mb_per_s", "client_cpu_s",
-"requests"}. Spec: bootstrap, topics, partitions_per_topic, size, batch_records, acks ("1" or
+{"delivered": records, "failed": records, "failed_by_error": {error name: records}, "seconds",
+"msgs_per_s", "mb_per_s", "client_cpu_s", "requests"}. Spec: bootstrap, topics, partitions_per_topic, size, batch_records, acks ("1" or
 "all"), seconds, max_bytes, request_bytes (default 1 MiB), in_flight (default 5, librdkafka's
 max.in.flight for idempotence, below its default of 1,000,000).
 """
@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 from confluent_kafka.admin import AdminClient
+from kafka import errors as Errors
 from kafka.protocol.producer import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -122,6 +123,7 @@ class Sender(threading.Thread):
         self.frames, self.batch_records, self.in_flight = frames, batch_records, in_flight
         self.deadline, self.budget, self.lock = deadline, budget, lock
         self.delivered = self.failed = self.requests = 0
+        self.failed_by_code: dict[int, int] = {}  # error code: records
         self.error: str | None = None
         self.buf = bytearray()
 
@@ -179,6 +181,9 @@ class Sender(threading.Thread):
                 codes = errors_of(response)
                 bad = int(np.count_nonzero(codes))
                 self.failed += bad * self.batch_records
+                if bad:
+                    for code, n in zip(*np.unique(codes[codes != 0], return_counts=True), strict=True):
+                        self.failed_by_code[int(code)] = self.failed_by_code.get(int(code), 0) + int(n) * self.batch_records
                 self.delivered += (len(codes) - bad) * self.batch_records
                 self.requests += 1
         except (OSError, RuntimeError, struct.error, ValueError) as exc:  # in the result: the parent fails the case
@@ -216,7 +221,13 @@ def run(spec: dict) -> dict:
     elapsed = time.perf_counter() - start
     delivered = sum(s.delivered for s in senders)
     errors = [s.error for s in senders if s.error]
-    return {"delivered": delivered, "failed": sum(s.failed for s in senders), "undelivered": 0, "seconds": elapsed,
+    failed_by_error: dict[str, int] = {}
+    for sender in senders:
+        for code, n in sender.failed_by_code.items():
+            name = Errors.for_code(code).__name__
+            failed_by_error[name] = failed_by_error.get(name, 0) + n
+    return {"delivered": delivered, "failed": sum(s.failed for s in senders), "failed_by_error": failed_by_error,
+            "undelivered": 0, "seconds": elapsed,
             "msgs_per_s": delivered / elapsed, "mb_per_s": delivered * spec["size"] / elapsed / 1e6,
             "client_cpu_s": time.process_time() - cpu0, "requests": sum(s.requests for s in senders),
             "errors": errors}

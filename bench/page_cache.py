@@ -18,7 +18,10 @@ writeback runs during the case) until MemFree is down to KEEP_FREE or the kernel
 fast as they are written (on this VM about 2 GiB stays free: the DMA32 zone's reserve). The brokers' writes then
 reclaim ballast pages. Files the kernel has mostly evicted are rewritten in place (fincore is
 Debian's util-linux), so the disk holds at most about one memory's worth of ballast. If less
-disk than that is free, the ballast is smaller (`short` says by how much).
+disk than that is free, the ballast is smaller (`short` says by how much). Before a top-up, files
+are deleted (those least in the page cache first) until the disk has `disk_reserve` free again:
+the brokers' data grows from case to case, and once it fills the page cache the ballast is no
+longer needed for that.
 """
 
 from __future__ import annotations
@@ -66,12 +69,19 @@ class Ballast:
         return None
 
     def top_up(self) -> float:
-        """Fill the page cache until MemFree is KEEP_FREE, or until writing a file no longer
-        lowers it (the kernel reclaims as fast as this writes: the rest is held back, such as
-        the low zones' reserve); returns the seconds it took."""
+        """Make room on disk (disk_reserve free, deleting ballast), then fill the page cache
+        until MemFree is KEEP_FREE, or until writing a file no longer lowers it (the kernel
+        reclaims as fast as this writes: the rest is held back, such as the low zones'
+        reserve); returns the seconds it took."""
         started = time.monotonic()
         self.directory.mkdir(parents=True, exist_ok=True)
         self.short = 0
+        if self.files and shutil.disk_usage(self.directory).free < self.disk_reserve:
+            for path in sorted(self.files, key=resident):
+                self.files.remove(path)
+                path.unlink()
+                if shutil.disk_usage(self.directory).free >= self.disk_reserve:
+                    break
         evicted = [path for path in self.files if resident(path) < FILE_BYTES // 2]  # rewritten first: no new disk
         while (before := mem_free()) > KEEP_FREE:
             if evicted:

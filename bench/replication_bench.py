@@ -107,7 +107,17 @@ EQUAL_BATCH_IN_FLIGHT = 5
 CLIENTS = ("librdkafka", "equal-batches")  # the producers of each throughput case
 VALUE = 1024
 MAX_BYTES = 3 << 30  # at most this much per throughput case (as bench/run.py's produce phases)
-DISK_NEEDED = 45 << 30  # a 3-node group holds up to ~40 GB at once; a page-cache ballast leaves this free
+# What a 3-node group's replicated step writes per second of --seconds (all nodes): 58 GB with
+# 10 s cases on 2026-11-28 (fewer bytes than seconds x rate: cases stop at MAX_BYTES)
+STEP_DISK_PER_S = 6 << 30
+LAG_CASE_BYTES_PER_S = 600 << 20  # the follower-lag case has no byte limit: at most this fast per node
+
+
+def case_disk(seconds: float) -> int:
+    """Disk a 3-node case may write (3 copies), with room to spare: the page-cache ballast keeps
+    this free before each case. The group's data grows over a step (about 20 GB a node over
+    the replicated step's 10 s cases), and the ballast shrinks to make room for it."""
+    return 3 * max(MAX_BYTES, int(seconds * LAG_CASE_BYTES_PER_S)) * 21 // 20 + (2 << 30)
 SESSION_TIMEOUT_MS = 4000  # Gregor's zookeeper.session.timeout.ms: the failover floor
 KAFKA_CLUSTER = {"broker.session.timeout.ms": str(SESSION_TIMEOUT_MS)}  # Kafka's default: 9000
 NODE_HEAP = "512m"  # tests/oracle/kafka_cluster.py's per-node heap; the single Kafka node gets the same
@@ -508,8 +518,9 @@ def throughput_cases(run: Run, system: System, rnd: int, many: int, acks_modes: 
                                               if result["delivered"] else None),
                          busiest_thread=busiest[0].split("/")[0] if busiest else None,
                          busiest_thread_share=busiest[1] / result["seconds"] if busiest else None,
-                         sync_state_set=in_set, kernel=result["kernel"])
-        trouble = f", {result['failed']} failed, {result['undelivered']} undelivered" \
+                         failed_by_error=result.get("failed_by_error") or {}, sync_state_set=in_set,
+                         kernel=result["kernel"])
+        trouble = f", {result['failed']} failed{_by_error(fig)}, {result['undelivered']} undelivered" \
             if result["failed"] or result["undelivered"] else ""
         in_set_text = f", sync-state set {in_set}" if in_set is not None else ""
         busy = f", busiest client thread {fig['busiest_thread']} {fig['busiest_thread_share']:.0%}" if busiest else ""
@@ -517,6 +528,12 @@ def throughput_cases(run: Run, system: System, rnd: int, many: int, acks_modes: 
               f"{fig['mb_per_s']:7.1f} MB/s {fig['msgs_per_s']:>10,.0f} rec/s "
               f"(CPU {fig['cpu_s_per_gb'] or 0:.1f} s/GB, client {fig['client_cpu_s_per_gb'] or 0:.1f} s/GB"
               f"{busy}{in_set_text}{trouble}){_kernel_text(fig)}", flush=True)
+
+
+def _by_error(fig: dict) -> str:
+    """The failed records by the error the broker answered (bench/direct_producer.py's)."""
+    by = fig.get("failed_by_error")
+    return f" ({', '.join(f'{name}: {n}' for name, n in sorted(by.items()))})" if by else ""
 
 
 def _kernel_text(fig: dict) -> str:
@@ -1039,7 +1056,8 @@ def report(run: Run, meta: dict) -> str:
     if failures:
         lines += ["", "Records not delivered: " + "; ".join(
             f"{_label(r['broker'])} {r['nodes']} node(s) acks={r['acks']} {r['partitions']:,} partitions round "
-            f"{r['round'] + 1}: {r['failed']} failed, {r['undelivered']} undelivered" for r in failures) + "."]
+            f"{r['round'] + 1}: {r['failed']} failed{_by_error(r)}, {r['undelivered']} undelivered"
+            for r in failures) + "."]
 
     lags = [r for r in results if r["kind"] == "lag"]
     if lags:
@@ -1231,7 +1249,7 @@ def main() -> int:
     if not args.cold_page_cache:
         why = Ballast.available()
         if why is None:
-            run.ballast = Ballast(tmp / "page-cache-ballast", DISK_NEEDED)  # deleted with tmp
+            run.ballast = Ballast(tmp / "page-cache-ballast", case_disk(args.seconds))  # deleted with tmp
         else:
             run.skipped.append(f"A full page cache before each case: {why}.")
     kafka_steps = list(STEPS)
@@ -1246,8 +1264,10 @@ def main() -> int:
             kafka_steps = ["single"]
             run.skipped.append(f"Kafka's 3-node cluster and failover: {why}.")
     free = shutil.disk_usage(tmp).free
-    if free < DISK_NEEDED and not args.quick:
-        print(f"warning: {free / 2**30:.0f} GiB free under {tmp}; a 3-node group holds up to ~40 GB at once", flush=True)
+    if free < STEP_DISK_PER_S * args.seconds and not args.quick:
+        print(f"warning: {free / 2**30:.0f} GiB free under {tmp}; a 3-node group's replicated step writes up to "
+              f"{STEP_DISK_PER_S * args.seconds / 2**30:.0f} GiB with {args.seconds:g} s cases, and a case that "
+              f"finds the disk full reports its records failed (KafkaStorageError)", flush=True)
     command = "bench/replication_bench.py" + "".join(
         f" {a}" for a in sys.argv[1:] if a not in ("--no-docs",))
     meta = {"date": time.strftime("%Y-%m-%d"), "load_before": os.getloadavg()[0], "source": _source(),
