@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from broker.cluster import Cluster
 
 log = logging.getLogger("gregor.replication")
-_refused_versions: set[tuple[str, int]] = set()  # (who, replication version) already logged
+_versions_logged: set[tuple[str, int]] = set()  # (who, replication version) already logged
 
 MAGIC = b"GRHA"
 VERSION = 2  # 1: the follower asked for each chunk (FETCH) and applied it before asking again
@@ -95,10 +95,13 @@ class OtherVersion(ProtocolError):
     the same Gregor version."""
 
 
-def other_version_text(who: str, version: int) -> str:
-    return (f"{who} runs replication version {version} and this node version {VERSION}: the nodes of a broker "
-            f"group must run the same Gregor version (stop the group's nodes, upgrade them all, start them "
-            f"again); until then neither can follow the other")
+def _log_other_version(context: str, who: str, version: int) -> None:
+    """One error line per peer and version, not one at every reconnection."""
+    if (who, version) not in _versions_logged:
+        _versions_logged.add((who, version))
+        log.error("%s: %s runs replication version %d and this node version %d: the nodes of a broker group "
+                  "must run the same Gregor version (stop the group's nodes, upgrade them all, start them "
+                  "again); until then neither can follow the other", context, who, version, VERSION)
 
 
 async def receive_exactly(stream: trio.abc.ReceiveStream, size: int) -> bytes:
@@ -122,10 +125,8 @@ async def serve_follower(cluster: Cluster, stream: trio.SocketStream) -> None:
                 log.warning("refused a replication stream: not a Gregor follower (magic %r)", magic)
                 return
             if version != VERSION:  # whatever follows in its HELLO, it reads this WELCOME: it says why
-                peer = stream.socket.getpeername()[0]
-                if (f"follower {peer}", version) not in _refused_versions:  # once, not at every reconnection
-                    _refused_versions.add((f"follower {peer}", version))
-                    log.error("refused a replication stream: %s", other_version_text(f"a node at {peer}", version))
+                _log_other_version("refused a replication stream", f"a node at {stream.socket.getpeername()[0]}",
+                                   version)
                 await stream.send_all(WELCOME.pack(OTHER_VERSION, VERSION, -1))
                 return
             _, _, node, follower_epoch, follower_end = HELLO.unpack(
@@ -318,9 +319,7 @@ async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
     await stream.send_all(HELLO.pack(MAGIC, VERSION, cluster.node_id, my_epoch, store.log_end_position))
     status, master_epoch, truncate_to = WELCOME.unpack(await receive_exactly(stream, WELCOME.size))
     if status == OTHER_VERSION:  # master_epoch is the master's version
-        if (f"master {node}", master_epoch) not in _refused_versions:
-            _refused_versions.add((f"master {node}", master_epoch))
-            log.error("cannot follow master %d: %s", node, other_version_text(f"node {node}", master_epoch))
+        _log_other_version(f"cannot follow master {node}", f"node {node}", master_epoch)
         raise OtherVersion(f"master {node} runs replication version {master_epoch}, this node {VERSION}")
     if status not in (OK, START_OVER):
         log.debug("node %d is not the master yet (or any more)", node)
