@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING
 import trio
 
 from broker.connection import send_buffers
-from store import Store, StoreError
+from store import StorageFull, Store, StoreError
+from store.errors import ReplicationError
 
 if TYPE_CHECKING:
     from broker.cluster import Cluster
@@ -80,6 +81,7 @@ RECEIVE_LOWAT = 1 << 20
 LOWAT_FROM = 256 << 10
 IDLE_WAIT_S = 0.05  # an empty chunk after this without appends: the follower's hw, and its report
 RETRY_FIRST_S, RETRY_MAX_S = 0.02, 1.0  # a follower's reconnection backoff
+FULL_RETRY_S = 1.0  # a follower whose disk is full tries the chunk again this often (its stream stays open)
 
 
 class ProtocolError(Exception):
@@ -268,6 +270,7 @@ async def follow(cluster: Cluster, node: int, host: str, port: int, epoch: int) 
     first (a new master welcomes followers a moment after ZooKeeper names it), then backing off
     to a second."""
     backoff = RETRY_FIRST_S
+    last_error = ""  # the store error the last stream ended on
     while True:
         try:
             stream = await trio.open_tcp_stream(host, port)
@@ -278,6 +281,7 @@ async def follow(cluster: Cluster, node: int, host: str, port: int, epoch: int) 
         else:
             cluster.master_answers(node, True)
             welcomed: list[bool] = []  # set once the master welcomed this stream
+            store_failed = False
             async with stream:
                 try:
                     await _pull(cluster, stream, node, epoch, welcomed)
@@ -286,9 +290,15 @@ async def follow(cluster: Cluster, node: int, host: str, port: int, epoch: int) 
                     log.info("replication from master %d interrupted: %s", node, group.exceptions[0])
                     if welcomed and all(_ended(e) for e in group.exceptions):
                         cluster.master_answers(node, False)  # until the next connection: in 20 ms
-                except* StoreError as group:  # ReplicationError (diverged) or a full or failing disk
-                    log.error("cannot apply what master %d shipped: %s", node, group.exceptions[0])
-            if welcomed:  # a stream that ran: its next attempt starts soon again
+                except* StoreError as group:  # ReplicationError (diverged) or a failing disk
+                    # logged once while it repeats, and retried with the growing backoff: at
+                    # once, each reconnection logged a line on both nodes every 20 ms
+                    store_failed = True
+                    error = str(group.exceptions[0])
+                    (log.debug if error == last_error else log.error)(
+                        "cannot apply what master %d shipped: %s", node, error)
+                    last_error = error
+            if welcomed and not store_failed:  # a stream that ran: its next attempt starts soon again
                 backoff = RETRY_FIRST_S
         await trio.sleep(backoff)
         backoff = min(backoff * 2, RETRY_MAX_S)
@@ -350,10 +360,13 @@ async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
         async for start, hw_position, master_start, buffer, length in arrived:
             if length:
                 chunk = memoryview(buffer)[:length]
-                if length <= INLINE_APPLY_BYTES and store.applies_in_place(buffer, length):
-                    position = store.append_replicated(start, chunk)
-                else:
-                    position = await trio.to_thread.run_sync(store.append_replicated, start, chunk)
+                try:
+                    if length <= INLINE_APPLY_BYTES and store.applies_in_place(buffer, length):
+                        position = store.append_replicated(start, chunk)
+                    else:
+                        position = await trio.to_thread.run_sync(store.append_replicated, start, chunk)
+                except StorageFull as exc:
+                    position = await _apply_once_room(store, node, start, chunk, exc)
             if len(buffer) == CHUNK_BYTES:
                 free_send.send_nowait(buffer)
             copied_to = store.starting_over
@@ -367,6 +380,28 @@ async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
                 # that is derived from its first position)
                 retained_from = master_start
                 await trio.to_thread.run_sync(store.follow_retention, master_start)
+
+
+async def _apply_once_room(store: Store, node: int, start: int, chunk: memoryview, full: StorageFull) -> int:
+    """The disk is full: keep the stream (the master waits for this chunk's report, and the
+    follower leaves the sync-state set after replica.lag.time.max.ms as any follower that does
+    not keep up) and try again every FULL_RETRY_S, from where the log ends (a chunk applies in
+    pieces that end at state records: the first ones may be written), until space is freed.
+    Reconnecting instead re-sent the chunk and logged a line on both nodes every 20 ms."""
+    log.error("cannot apply what master %d ships: %s; this node leaves the sync-state set until space is "
+              "freed on its disk, and tries again every %g s", node, full, FULL_RETRY_S)
+    while True:
+        await trio.sleep(FULL_RETRY_S)
+        at = max(store.log_end_position, start)  # below start: the chunk opens the next segment
+        if at > start + len(chunk):
+            raise ReplicationError(f"this log ends at {at}, past the chunk it was applying ({start}, "
+                                   f"{len(chunk)} bytes)")
+        try:
+            position = await trio.to_thread.run_sync(store.append_replicated, at, chunk[at - start:])
+        except StorageFull:
+            continue
+        log.warning("applying what master %d ships again, from commitlog position %d: space was freed", node, at)
+        return position
 
 
 async def _receive_chunks(stream: trio.SocketStream, free: trio.MemoryReceiveChannel[bytearray],
