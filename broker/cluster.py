@@ -17,6 +17,8 @@ import heapq
 import itertools
 import logging
 import math
+import os
+import sys
 from typing import TYPE_CHECKING
 
 import trio
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from broker.broker import Broker
 
 log = logging.getLogger("gregor.cluster")
+HALTED_EXIT_STATUS = 1  # a node whose data directory failed exits with this (_halt_on_failed_disk)
 STEP_S = 0.25  # ZooKeeper is read again at least this often (watches wake it sooner)
 
 
@@ -345,6 +348,8 @@ class Cluster:
                     with trio.move_on_after(STEP_S):
                         await self._changed.wait()
                     self._changed = trio.Event()
+                    if self.store.offline is not None:
+                        await self._halt_on_failed_disk()
                     try:
                         await self._step()
                     except KazooException as exc:  # ZooKeeper went away mid-step: the next step reads it again
@@ -353,6 +358,24 @@ class Cluster:
             self._release_waiters()
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.zk.stop)
+
+    async def _halt_on_failed_disk(self) -> None:
+        """A failed commitlog write or fsync took the data directory offline: this node can
+        neither append as master nor apply as follower until the disk is fixed, so it leaves the
+        cluster as Kafka halts a broker whose last log directory failed. Its ZooKeeper session
+        is closed first, so the group elects another master from its sync-state set at once
+        rather than after the session timeout. The process ends without its shutdown path
+        (os._exit, Kafka's Exit.halt): nothing more is written to the failed disk; what the
+        mappings hold reaches it as after a SIGKILL, and recovery checks it on the next start."""
+        log.error("node %d leaves the cluster and exits: %s; restart it once the disk is fixed (it truncates "
+                  "what its group's master never had and catches up, as any returning node)",
+                  self.node_id, self.store.offline)
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(10):
+                await trio.to_thread.run_sync(self.zk.stop, abandon_on_cancel=True)
+        print(f"gregor: node {self.node_id} halted: {self.store.offline}", file=sys.stderr, flush=True)
+        logging.shutdown()
+        os._exit(HALTED_EXIT_STATUS)
 
     async def _register(self) -> None:
         await trio.to_thread.run_sync(self.zk.register, self.node_id, self._info)
