@@ -26,6 +26,7 @@ from tests.broker.wire import WireClient
 from tests.cluster.conftest import BrokerGroup, wait_described
 from tests.cluster.test_failover import create_topic
 from tests.durability.test_corrupt_broker import _batch, _read_values
+from tests.durability.test_disk_full import _ballast
 
 pytestmark = [pytest.mark.crash]
 MIB = 1 << 20
@@ -54,15 +55,6 @@ def _mount_small_fs(path: Path, mounted: list[Path], size: str) -> None:
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     mounted.append(path)
-
-
-def _ballast(fs: Path, leave: int) -> Path:
-    """Fill the file system until `leave` bytes remain free."""
-    path = fs / "ballast"
-    stat = os.statvfs(fs)
-    with open(path, "wb") as f:
-        os.posix_fallocate(f.fileno(), 0, stat.f_bavail * stat.f_frsize - leave)
-    return path
 
 
 def _sync_state_set(group: BrokerGroup) -> list[int]:
