@@ -18,7 +18,6 @@ import itertools
 import logging
 import math
 import os
-import sys
 from typing import TYPE_CHECKING
 
 import trio
@@ -373,8 +372,7 @@ class Cluster:
         with trio.CancelScope(shield=True):
             with trio.move_on_after(10):
                 await trio.to_thread.run_sync(self.zk.stop, abandon_on_cancel=True)
-        print(f"gregor: node {self.node_id} halted: {self.store.offline}", file=sys.stderr, flush=True)
-        logging.shutdown()
+        logging.shutdown()  # the line above is on stderr before the process ends
         os._exit(HALTED_EXIT_STATUS)
 
     async def _register(self) -> None:

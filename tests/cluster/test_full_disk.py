@@ -11,7 +11,6 @@ producing resumes at the next offset."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from tests.broker.wire import WireClient
 from tests.cluster.conftest import BrokerGroup, wait_described
 from tests.cluster.test_failover import create_topic
 from tests.durability.test_corrupt_broker import _batch, _read_values
-from tests.durability.test_disk_full import _ballast
+from tests.durability.test_disk_full import _ballast, mount_tmpfs
 
 pytestmark = [pytest.mark.crash]
 MIB = 1 << 20
@@ -40,20 +39,15 @@ SETTINGS = {"replica.lag.time.max.ms": "2000", "min.insync.replicas": "2", "log.
 
 @pytest.fixture
 def mounts() -> Iterator[list[Path]]:
+    """The tmpfs mounted by a test (`_mount_small_fs`), unmounted after it."""
     mounted: list[Path] = []
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
     yield mounted
     for path in mounted:
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 def _mount_small_fs(path: Path, mounted: list[Path], size: str) -> None:
-    path.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          check=False, capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    mount_tmpfs(path, size)
     mounted.append(path)
 
 

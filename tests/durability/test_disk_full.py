@@ -25,16 +25,22 @@ SETTINGS = {"commitlog.segment.bytes": str(MIB), "message.max.bytes": str(64 * 1
             "consumequeue.entries.per.file": "1000", "log.retention.ms": "-1"}
 
 
-@pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[Path]:
-    mount_point = tmp_path / "fs"
-    mount_point.mkdir()
+def mount_tmpfs(path: Path, size: str) -> None:
+    """Mount a tmpfs of `size` ("8m") on `path`, made if missing; skips the test where that is
+    impossible (not root, or no mount allowed)."""
+    path.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount_point)],
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
                           check=False, capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    mount_point = tmp_path / "fs"
+    mount_tmpfs(mount_point, "8m")
     try:
         yield mount_point
     finally:
