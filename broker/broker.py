@@ -210,6 +210,11 @@ class Broker:
         if self.authorizer is not None:
             self.authorizer.replace({Acl.from_key(key) for key, _ in self.store.state_items(ACL_PREFIX)})
 
+    def coordinates(self, key: str) -> bool:
+        """Is this node the coordinator of a consumer group or transactional id? (In a cluster:
+        the master of the key's broker group.)"""
+        return self.cluster is None or self.cluster.coordinates(key)
+
     def allowed(self, op: Op, resource_type: Res, name: str) -> bool:
         """May the connection being served do `op` on the resource? Always, without an authorizer."""
         if self.authorizer is None:

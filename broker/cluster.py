@@ -38,6 +38,7 @@ from broker.cluster_state import (
 )
 from broker.cluster_topics import ClusterTopics
 from broker.inter_broker import MarkersNotWritten
+from broker.txn_state import OFFSETS_MARKER
 from broker.zk import ZooKeeper
 from protocol.errors import ErrorCode
 from store.topics import RESERVED_PREFIX
@@ -166,11 +167,12 @@ class Cluster:
     def coordinates(self, key: str) -> bool:
         return self.leading and coordinator_group(key, self.group_names()) == self.group
 
-    async def write_markers_elsewhere(self, markers: list[tuple[str, int]], producer_id: int, producer_epoch: int,
-                                      commit: bool) -> list[tuple[str, int]]:
+    async def write_markers_elsewhere(self, markers: list[tuple[str, int]], consumer_groups: list[str],
+                                      producer_id: int, producer_epoch: int, commit: bool) -> list[tuple[str, int]]:
         """The transaction coordinator's markers for partitions of other broker groups go to those
-        groups' masters as WriteTxnMarkers (Kafka's coordinator does the same to each leader);
-        returns this group's own."""
+        groups' masters as WriteTxnMarkers (Kafka's coordinator does the same to each leader), and
+        so does one for the transaction's offsets of consumer groups they coordinate
+        (OFFSETS_MARKER); returns this group's own partitions."""
         here, elsewhere = [], {}
         for topic, partition in markers:
             name = self.group_of(topic, partition)
@@ -178,6 +180,11 @@ class Cluster:
                 here.append((topic, partition))
             else:
                 elsewhere.setdefault(name, []).append((topic, partition))
+        names = self.group_names()
+        for consumer_group in consumer_groups:
+            name = coordinator_group(consumer_group, names)
+            if name != self.group and OFFSETS_MARKER not in elsewhere.setdefault(name, []):
+                elsewhere[name].append(OFFSETS_MARKER)
         for name, partitions in elsewhere.items():
             record = self.groups.get(name, (None, []))[0]
             endpoint = self.endpoint(record.master) if record is not None else None

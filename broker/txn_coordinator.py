@@ -6,7 +6,11 @@ the same path). Markers are control batches appended to each partition of the tr
 (Store.append_control), which closes the producer's open transaction there and, for an abort,
 adds it to the partition's aborted-transactions index. Offsets sent with TxnOffsetCommit wait as
 pending state records (key `o` + producer id + the offset's key) and become committed offsets
-when the transaction commits, or go when it aborts.
+when the transaction commits, or go when it aborts. In a cluster of several broker groups, the
+offsets of a consumer group that another group's master coordinates are sent there (clients send
+TxnOffsetCommit to the consumer group's coordinator, as Kafka's do): that master keeps them
+pending (`stage_group_offsets`) until this coordinator's marker for them arrives
+(`complete_group_offsets`, from WriteTxnMarkers).
 
 Disk work (state writes, markers) runs in worker threads; one trio lock orders the transitions.
 At start, transactions left prepared are completed; a timer task aborts transactions older
@@ -32,10 +36,11 @@ from broker.txn_state import (
 )
 from protocol.errors import ErrorCode
 from store import StoreError, UnknownPartition, UnknownTopic
-from store.state import encode_offset, offset_key
+from store.state import GROUP_PENDING_OFFSET, encode_offset, offset_key
 
 log = logging.getLogger("gregor.txn")
 _PID = struct.Struct(">q")
+_PID_EPOCH = struct.Struct(">qh")
 
 
 def now_ms() -> int:
@@ -129,6 +134,41 @@ class TxnCoordinator:
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
             return 0
 
+    def stage_group_offsets(self, pid: int, epoch: int, group: str,
+                            offsets: list[tuple[str, int, int, str | None, int]]) -> int:
+        """TxnOffsetCommit of a transaction another broker group's master coordinates, for a
+        consumer group this master coordinates: pending until that coordinator's marker (Kafka's
+        group coordinator likewise keeps a producer's transactional offsets pending until the
+        marker, and does not ask the transaction coordinator). The producer's epoch is kept: a
+        commit marker makes only offsets of its own epoch committed, so a fenced producer's late
+        offsets never are (Kafka refuses them by the epoch its offsets partition last saw)."""
+        prefix = GROUP_PENDING_OFFSET + _PID_EPOCH.pack(pid, epoch)
+        records = [(prefix + offset_key(group, topic, partition), encode_offset(offset, metadata, leader_epoch))
+                   for topic, partition, offset, metadata, leader_epoch in offsets]
+        try:  # durable with the marker that commits them, as the coordinator's own pending offsets
+            self.store.write_state(records, durable=False)
+        except StoreError as exc:
+            log.error("producer %d: transactional offsets of group %s not stored: %s", pid, group, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return 0
+
+    def complete_group_offsets(self, pid: int, epoch: int, commit: bool) -> None:
+        """The marker of `stage_group_offsets`' offsets: a commit makes those of `epoch` committed;
+        every pending offset of the producer up to `epoch` goes (an abort fences with epoch + 1).
+        Raises a StoreError when the state topic refuses the records. On the event loop: an
+        append (its durability is the replication the caller waits for)."""
+        prefix = GROUP_PENDING_OFFSET + _PID.pack(pid)
+        records: list[tuple[bytes, bytes | None]] = []
+        for key, value in self.store.state_items(prefix):
+            (staged_epoch,) = struct.unpack_from(">h", key, len(prefix))
+            if staged_epoch > epoch:
+                continue
+            records.append((key, None))
+            if commit and staged_epoch == epoch:
+                records.append((key[len(prefix) + 2:], value))
+        if records:
+            self.store.write_state(records, durable=False)
+
     # --- carrying out a plan ----------------------------------------------------------------
 
     async def _carry_out(self, plan: Plan) -> None:
@@ -147,8 +187,10 @@ class TxnCoordinator:
         if not plan.complete:
             return
         markers = plan.markers
-        if self.markers_elsewhere is not None:  # partitions of other broker groups: their masters write them
-            markers = await self.markers_elsewhere(markers, txn.producer_id, txn.producer_epoch, plan.commit)
+        if self.markers_elsewhere is not None:  # partitions (and consumer groups) of other broker groups:
+            # their masters write them
+            markers = await self.markers_elsewhere(markers, sorted(txn.groups), txn.producer_id, txn.producer_epoch,
+                                                   plan.commit)
         # Markers are appended on the event loop, as produce appends (an append wakes waiting fetches).
         for topic, partition in markers:
             try:

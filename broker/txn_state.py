@@ -23,6 +23,10 @@ from store.state import PENDING_OFFSET, TRANSACTION
 
 TXN_PREFIX = TRANSACTION  # state key: + UTF-8 transactional id; value: `Txn.encode()`
 PENDING_OFFSETS_PREFIX = PENDING_OFFSET  # state key: + producer id (8 bytes) + the offset's state key
+# The partition a transaction's markers name for its offsets of a consumer group another broker
+# group coordinates (WriteTxnMarkers to that group's master): Kafka's coordinator likewise marks
+# the group's partition of its offsets topic.
+OFFSETS_MARKER = ("__consumer_offsets", 0)
 MAX_EPOCH = 32766  # Kafka bumps to a new producer id past Short.MaxValue - 1
 
 

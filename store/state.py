@@ -45,6 +45,9 @@ PRODUCER_SNAPSHOT = b"P\x02"
 ACL = b"A"  # + an ACL binding (broker/acl.py)
 TRANSACTION = b"x"  # + UTF-8 transactional id: the coordinator's record of it (broker/txn_state.py)
 PENDING_OFFSET = b"o"  # + producer id (i64) + an offset key: a TxnOffsetCommit awaiting its transaction's end
+# + producer id (i64) + producer epoch (i16) + an offset key: the same, where another broker group's
+# master coordinates the transaction (broker/txn_coordinator.py, `stage_group_offsets`)
+GROUP_PENDING_OFFSET = b"q"
 MASTER_EPOCH = b"E"  # + i32 epoch: where in the commitlog a master of the broker group began it (replication)
 
 _U16 = struct.Struct(">H")

@@ -75,7 +75,7 @@ MASTER_ONLY = frozenset({8, 9, 11, 12, 13, 14, 15, 19, 20, 21, 24, 25, 26, 27, 2
 # several broker groups, only the master of the key's group answers them (broker/cluster.py).
 KEYED = {8: "group_id", 9: "group_id", 11: "group_id", 12: "group_id", 13: "group_id", 14: "group_id",
          22: "transactional_id", 24: "transactional_id", 25: "transactional_id", 26: "transactional_id",
-         28: "transactional_id"}
+         28: "group_id"}  # TxnOffsetCommit: to the consumer group's coordinator, as Kafka's clients send it
 
 
 class NotMaster(MalformedRequest):

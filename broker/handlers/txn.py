@@ -9,6 +9,7 @@ from __future__ import annotations
 from broker.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker
 from broker.txn_coordinator import now_ms
+from broker.txn_state import OFFSETS_MARKER
 from protocol.codec import Request
 from protocol.errors import ErrorCode
 from store import StoreError, UnknownPartition, UnknownTopic
@@ -103,8 +104,13 @@ async def handle_txn_offset_commit(broker: Broker, request: Request):
                 offsets.append((topic, p.partition_index, p.committed_offset, p.committed_metadata,
                                 p.committed_leader_epoch if version >= 2 else -1))
         if offsets:
-            error = fenced(await broker.txn.commit_offsets(body.transactional_id, body.producer_id,
-                                                           body.producer_epoch, body.group_id, offsets), version)
+            if broker.coordinates(body.transactional_id):
+                error = await broker.txn.commit_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
+                                                        body.group_id, offsets)
+            else:  # sent to the consumer group's coordinator: another broker group's master coordinates the
+                # transaction, and its marker commits these (broker/txn_coordinator.py)
+                error = broker.txn.stage_group_offsets(body.producer_id, body.producer_epoch, body.group_id, offsets)
+            error = fenced(error, version)
             for topic, partition, *_ in offsets:
                 errors[(topic, partition)] = error
     by_topic: dict[str, list] = {}
@@ -199,6 +205,14 @@ async def handle_write_txn_markers(broker: Broker, request: Request):
 def _marker(broker: Broker, allowed: bool, marker, topic: str, partition: int) -> int:
     if not allowed:
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if (topic, partition) == OFFSETS_MARKER:  # the transaction's offsets of consumer groups this master coordinates
+        if broker.cluster is not None and not broker.cluster.leading:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        try:
+            broker.txn.complete_group_offsets(marker.producer_id, marker.producer_epoch, marker.transaction_result)
+        except StoreError:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NONE
     if broker.cluster is not None and not broker.cluster.leads(topic, partition):
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
     try:

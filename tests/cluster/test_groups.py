@@ -1,7 +1,9 @@
 """Several broker groups in one cluster: a topic's partitions spread over the groups, each served
 by its group's master; consumer-group and transaction coordinators spread over the groups'
 masters; new partitions placed, topics deleted everywhere; transactions whose partitions lie in
-several groups commit and abort as one; a failover in one group leaves the other serving."""
+several groups commit and abort as one, and so do the consumer offsets a transaction sends to a
+consumer group another group's master coordinates; a failover in one group leaves the other
+serving."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from kafka.admin import NewPartitions, NewTopic
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from broker.cluster import Cluster
-from broker.cluster_state import GroupRecord
+from broker.cluster_state import GroupRecord, coordinator_group
 from broker.cluster_topics import ClusterTopics
 from broker.zk import ZooKeeper
 from compat_tests.clients import Message, make_client
@@ -204,6 +206,43 @@ def test_a_transaction_over_partitions_of_both_groups_commits_and_aborts_as_one(
             values.append(msg.value())
     consumer.close()
     assert sorted(values) == sorted(f"c{i}".encode() for i in range(8))
+
+
+def _split_group(prefix: str) -> str:
+    """A consumer group that broker group b coordinates, whose transactional id (the compat
+    clients' `<group>-txn`) broker group a coordinates."""
+    while True:
+        group = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        if coordinator_group(group, ["a", "b"]) == "b" and coordinator_group(f"{group}-txn", ["a", "b"]) == "a":
+            return group
+
+
+@pytest.mark.parametrize("client_name", ["confluent-kafka", "kafka-python", "java"])
+def test_transactional_offsets_commit_at_the_consumer_groups_coordinator_in_another_group(two_groups,
+                                                                                          client_name):
+    """Clients send TxnOffsetCommit to the consumer group's coordinator (b's master here), and
+    AddOffsetsToTxn and EndTxn to the transaction's (a's master): the offsets wait there until
+    the transaction's marker commits or drops them. Before, b's master closed the connection
+    (it does not coordinate the transactional id) and the client failed with a transport error."""
+    a, b = two_groups
+    boot = bootstrap(a, b)
+    source, sink = f"src-{uuid.uuid4().hex[:6]}", f"out-{uuid.uuid4().hex[:6]}"
+    create(boot, source, 2)
+    create(boot, sink, 2)
+    wait_described(boot, source, 2)
+    wait_described(boot, sink, 2)
+    client = make_client(client_name, boot)
+    group = _split_group("split")
+    client.produce(source, [Message(f"first{i}".encode(), partition=i % 2) for i in range(10)])
+    assert len(client.transform(group, source, sink, 10, commit=True)) == 10
+    assert client.committed(group, source, [0, 1]) == {0: 5, 1: 5}
+    client.produce(source, [Message(f"second{i}".encode(), partition=i % 2) for i in range(4)])
+    read = client.transform(group, source, sink, 4, commit=False)
+    assert sorted(r.value for r in read) == sorted(f"second{i}".encode() for i in range(4))  # from the commit
+    assert client.committed(group, source, [0, 1]) == {0: 5, 1: 5}  # the abort left them
+    read = client.transform(group, source, sink, 4, commit=True)
+    assert sorted(r.value for r in read) == sorted(f"second{i}".encode() for i in range(4))
+    assert client.committed(group, source, [0, 1]) == {0: 7, 1: 7}
 
 
 @pytest.mark.crash
