@@ -215,6 +215,11 @@ class Broker:
         the master of the key's broker group.)"""
         return self.cluster is None or self.cluster.coordinates(key)
 
+    def permits(self, op: Op, resource_type: Res, name: str) -> bool:
+        """`allowed`, without the audit log line of a denial (for a check the handler repeats)."""
+        return self.authorizer is None or self.authorizer.authorize(peer.principal(), peer.client_ip(), op,
+                                                                         resource_type, name)
+
     def allowed(self, op: Op, resource_type: Res, name: str) -> bool:
         """May the connection being served do `op` on the resource? Always, without an authorizer."""
         if self.authorizer is None:

@@ -7,9 +7,23 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from broker.acl import Op, Res
 from broker.broker import Broker
-from broker.handlers import acls, api_versions, configs, fetch, groups, metadata, produce, sasl, topics, txn
+from broker.handlers import (
+    acls,
+    api_versions,
+    configs,
+    elsewhere,
+    fetch,
+    groups,
+    metadata,
+    produce,
+    sasl,
+    topics,
+    txn,
+)
 from protocol.codec import MalformedRequest, Request
+from protocol.errors import ErrorCode
 
 Handler = Callable[[Broker, Request], Awaitable[Any]]
 
@@ -60,40 +74,56 @@ def register(api_key: int, handler: Handler) -> None:
     HANDLERS[api_key] = handler
 
 
-# What only a broker group's master answers (it alone writes the commitlog): group and
-# transaction coordination, and every change of topics, configs, ACLs and credentials. Clients
-# send these to the coordinator FindCoordinator names and the controller Metadata names, both the
-# master; one that reaches a follower (stale metadata during a failover) has its connection
-# closed, and the client looks the coordinator or controller up again. ListGroups and
+# A request at the wrong node of a cluster: a coordinator's or the controller's request is
+# answered NOT_COORDINATOR or NOT_CONTROLLER (broker/handlers/elsewhere.py), and clients look the
+# coordinator or controller up again, as with Kafka. Those with an error per item check each
+# item in their handlers. What a master alone can write and Kafka answers on every broker (ACLs,
+# configs, SCRAM credentials; Kafka forwards them to its controller) closes the connection at a
+# follower: the client reconnects, to this node or another, and tries again. ListGroups and
 # ListTransactions, which clients send to every node, are answered by a follower: with none;
 # so is an idempotent producer's InitProducerId (ids come in blocks from ZooKeeper).
-MASTER_ONLY = frozenset({8, 9, 11, 12, 13, 14, 15, 19, 20, 21, 24, 25, 26, 27, 28, 30, 31, 33, 37, 42, 44, 51,
-                         65})
+MASTER_ONLY = frozenset({30, 31, 33, 44, 51})
 
-
-# Requests of one consumer group or transactional id (the key FindCoordinator was asked for): with
-# several broker groups, only the master of the key's group answers them (broker/cluster.py).
-KEYED = {8: "group_id", 9: "group_id", 11: "group_id", 12: "group_id", 13: "group_id", 14: "group_id",
-         22: "transactional_id", 24: "transactional_id", 25: "transactional_id", 26: "transactional_id",
-         28: "group_id"}  # TxnOffsetCommit: to the consumer group's coordinator, as Kafka's clients send it
+# What KafkaApis authorizes before the coordinator sees a keyed request (Kafka's order): a
+# refused one goes to its handler, which answers the authorization error, not NOT_COORDINATOR.
+KEY_AUTHORIZATION = {
+    9: ((Op.DESCRIBE, Res.GROUP, "group_id"),),
+    11: ((Op.READ, Res.GROUP, "group_id"),),
+    12: ((Op.READ, Res.GROUP, "group_id"),),
+    13: ((Op.READ, Res.GROUP, "group_id"),),
+    14: ((Op.READ, Res.GROUP, "group_id"),),
+    22: ((Op.WRITE, Res.TRANSACTIONAL_ID, "transactional_id"),),
+    24: ((Op.WRITE, Res.TRANSACTIONAL_ID, "v3_and_below_transactional_id"),),
+    25: ((Op.WRITE, Res.TRANSACTIONAL_ID, "transactional_id"), (Op.READ, Res.GROUP, "group_id")),
+    26: ((Op.WRITE, Res.TRANSACTIONAL_ID, "transactional_id"),),
+}
 
 
 class NotMaster(MalformedRequest):
-    """A request only a master answers reached a follower, or a key another group coordinates
-    reached this master: the connection closes and the client looks its coordinator up again."""
+    """A request only a master answers, and Kafka on any broker, reached a follower: the
+    connection closes and the client tries again."""
+
+
+def _authorized(broker: Broker, request: Request) -> bool:
+    return all(broker.permits(op, resource, getattr(request.body, field))
+               for op, resource, field in KEY_AUTHORIZATION.get(request.header.api_key, ()))
 
 
 async def dispatch(broker: Broker, request: Request) -> Any:
-    handler = HANDLERS.get(request.header.api_key)
+    api_key = request.header.api_key
+    handler = HANDLERS.get(api_key)
     if handler is None:
         raise NotImplementedError(f"no handler for {request.spec.name}")
     cluster = broker.cluster
-    key = getattr(request.body, KEYED.get(request.header.api_key, ""), None)
-    if cluster is not None and (key or request.header.api_key in MASTER_ONLY):
-        if not cluster.leading:
+    if cluster is not None:
+        if api_key in MASTER_ONLY and not cluster.leading:
             raise NotMaster(f"{request.spec.name} reached node {broker.node_id}, a follower; the master is "
                             f"node {cluster.master}")
-        if key and not cluster.coordinates(key):
-            raise NotMaster(f"{request.spec.name} for {key!r} reached node {broker.node_id}; node "
-                            f"{cluster.coordinator(key)} coordinates it")
+        if api_key in elsewhere.REFUSALS:
+            key = elsewhere.key_of(request)
+            if elsewhere.REFUSALS[api_key][0] is None:  # the controller's: its group's master
+                if not cluster.leading:
+                    return elsewhere.refusal(request, ErrorCode.NOT_CONTROLLER)
+            elif key and not cluster.coordinates(key) and _authorized(broker, request):
+                return elsewhere.refusal(request, ErrorCode.NOT_COORDINATOR)
     return await handler(broker, request)

@@ -158,7 +158,9 @@ async def handle_offset_commit(broker: Broker, request: Request):
             else:
                 epoch = p.committed_leader_epoch if version >= 6 else -1
                 entries.append((t.name, p.partition_index, p.committed_offset, p.committed_metadata, epoch))
-    if entries:
+    if entries and not broker.coordinates(body.group_id):  # a cluster node that does not coordinate the group
+        errors.update({(topic, partition): ErrorCode.NOT_COORDINATOR for topic, partition, *_ in entries})
+    elif entries:
         results = await broker.coordinator.commit(
             body.group_id, body.member_id, body.group_instance_id if version >= 7 else None,
             body.generation_id_or_member_epoch, entries)
@@ -183,6 +185,9 @@ async def handle_offset_fetch(broker: Broker, request: Request):
         for g in body.groups:
             if not broker.allowed(Op.DESCRIBE, Res.GROUP, g.group_id):
                 groups.append(Group(group_id=g.group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, topics=[]))
+                continue
+            if not broker.coordinates(g.group_id):
+                groups.append(Group(group_id=g.group_id, error_code=ErrorCode.NOT_COORDINATOR, topics=[]))
                 continue
             groups.append(Group(group_id=g.group_id, error_code=0, topics=_fetched(
                 broker, g.group_id, g.topics, Group.OffsetFetchResponseTopics,
@@ -238,6 +243,11 @@ async def handle_describe_groups(broker: Broker, request: Request):
                                     group_id=group_id, group_state="", protocol_type="", protocol_data="",
                                     members=[], authorized_operations=None))
             continue
+        if not broker.coordinates(group_id):
+            groups.append(Described(error_code=ErrorCode.NOT_COORDINATOR, error_message=None, group_id=group_id,
+                                    group_state="", protocol_type="", protocol_data="", members=[],
+                                    authorized_operations=None))
+            continue
         operations = None
         if asked:
             operations = GROUP_OPERATIONS if broker.authorizer is None else broker.authorized_operations(
@@ -276,8 +286,9 @@ async def handle_delete_groups(broker: Broker, request: Request):
     body = request.body
     version = request.header.api_version
     cls = request.spec.response
-    results = [cls.DeletableGroupResult(group_id=g, error_code=await broker.coordinator.delete(g)
-                                        if broker.allowed(Op.DELETE, Res.GROUP, g)
-                                        else ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    results = [cls.DeletableGroupResult(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
+                                        if not broker.allowed(Op.DELETE, Res.GROUP, g)
+                                        else ErrorCode.NOT_COORDINATOR if not broker.coordinates(g)
+                                        else await broker.coordinator.delete(g))
                for g in body.groups_names]
     return cls[version](throttle_time_ms=0, results=results)

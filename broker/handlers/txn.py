@@ -104,11 +104,13 @@ async def handle_txn_offset_commit(broker: Broker, request: Request):
                 offsets.append((topic, p.partition_index, p.committed_offset, p.committed_metadata,
                                 p.committed_leader_epoch if version >= 2 else -1))
         if offsets:
-            if broker.coordinates(body.transactional_id):
+            if not broker.coordinates(body.group_id):  # sent to the consumer group's coordinator, as by Kafka's clients
+                error = ErrorCode.NOT_COORDINATOR
+            elif broker.coordinates(body.transactional_id):
                 error = await broker.txn.commit_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
                                                         body.group_id, offsets)
-            else:  # sent to the consumer group's coordinator: another broker group's master coordinates the
-                # transaction, and its marker commits these (broker/txn_coordinator.py)
+            else:  # another broker group's master coordinates the transaction: its marker commits these
+                # (broker/txn_coordinator.py)
                 error = broker.txn.stage_group_offsets(body.producer_id, body.producer_epoch, body.group_id, offsets)
             error = fenced(error, version)
             for topic, partition, *_ in offsets:
@@ -127,6 +129,8 @@ async def handle_describe_transactions(broker: Broker, request: Request):
         txn = broker.txn.describe(tid)
         if not broker.allowed(Op.DESCRIBE, Res.TRANSACTIONAL_ID, tid):
             error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif not broker.coordinates(tid):
+            error = ErrorCode.NOT_COORDINATOR
         elif txn is None:
             error = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
         else:
