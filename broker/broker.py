@@ -127,6 +127,7 @@ class Broker:
         self.metrics = BrokerMetrics()
         self.metrics.watch(self)
         self.authorizer: Authorizer | None = None
+        self._acls_seen = -1  # store.acl_changes when the authorizer last read the ACLs
         if config["authorizer.class.name"]:
             self.authorizer = Authorizer(config["super.users"], config["allow.everyone.if.no.acl.found"])
             self.reload_acls()
@@ -206,9 +207,18 @@ class Broker:
         return await trio.to_thread.run_sync(self.store.alter_topic_configs, name, configs)
 
     def reload_acls(self) -> None:
-        """Put the ACLs of the state topic in force (at start and after CreateAcls/DeleteAcls)."""
+        """Put the ACLs of the state topic in force (at start, after CreateAcls/DeleteAcls, and
+        whenever ACL records arrived otherwise: a follower gets its master's by replication)."""
         if self.authorizer is not None:
+            seen = self.store.acl_changes  # before reading: a change meanwhile is read at the next check
             self.authorizer.replace({Acl.from_key(key) for key, _ in self.store.state_items(ACL_PREFIX)})
+            self._acls_seen = seen
+
+    def current_acls(self) -> Authorizer:
+        """The authorizer, holding the ACLs the store holds now."""
+        if self._acls_seen != self.store.acl_changes:
+            self.reload_acls()
+        return self.authorizer
 
     def coordinates(self, key: str) -> bool:
         """Is this node the coordinator of a consumer group or transactional id? (In a cluster:
@@ -217,7 +227,7 @@ class Broker:
 
     def permits(self, op: Op, resource_type: Res, name: str) -> bool:
         """`allowed`, without the audit log line of a denial (for a check the handler repeats)."""
-        return self.authorizer is None or self.authorizer.authorize(peer.principal(), peer.client_ip(), op,
+        return self.authorizer is None or self.current_acls().authorize(peer.principal(), peer.client_ip(), op,
                                                                          resource_type, name)
 
     def allowed(self, op: Op, resource_type: Res, name: str) -> bool:
@@ -225,7 +235,7 @@ class Broker:
         if self.authorizer is None:
             return True
         who, host = peer.principal(), peer.client_ip()
-        if self.authorizer.authorize(who, host, op, resource_type, name):
+        if self.current_acls().authorize(who, host, op, resource_type, name):
             return True
         audit.info("Principal = %s is Denied operation = %s from host = %s on resource = %s:%s", who, op.name,
                    host, resource_type.name, name)
@@ -235,13 +245,13 @@ class Broker:
         """Kafka's authorizeByResourceType for the connection being served."""
         if self.authorizer is None:
             return True
-        return self.authorizer.authorize_any(peer.principal(), peer.client_ip(), op, resource_type)
+        return self.current_acls().authorize_any(peer.principal(), peer.client_ip(), op, resource_type)
 
     def authorized_operations(self, resource_type: Res, name: str) -> set[int] | None:
         """What Kafka reports when a client asks (None: Kafka's "not provided" value)."""
         if self.authorizer is None:
             return None
-        return self.authorizer.operations(peer.principal(), peer.client_ip(), resource_type, name)
+        return self.current_acls().operations(peer.principal(), peer.client_ip(), resource_type, name)
 
     def _endpoint(self) -> Listener:
         """The listener of the connection being served (the first one outside a connection)."""

@@ -174,6 +174,9 @@ class StateView:
         self.registry = registry
         self.offsets = offsets
         self.live: dict[bytes, tuple[int, bytes]] = {}  # key -> (offset of its record, value)
+        # moves at every ACL record applied: a node whose ACLs arrive by replication (a follower)
+        # puts them in force when it sees it move (Broker.allowed)
+        self.acl_changes = 0
 
     def value(self, key: bytes) -> bytes | None:
         found = self.live.get(key)
@@ -192,6 +195,7 @@ class StateView:
         self.live.clear()
         self.registry.topics.clear()
         self.offsets.clear()
+        self.acl_changes += 1
 
     def apply(self, offset: int, key: bytes, value: bytes | None) -> None:
         if value is None:
@@ -205,6 +209,8 @@ class StateView:
         elif kind == OFFSET:
             group, topic, partition = split_offset_key(key)
             self.offsets.apply(group, topic, partition, None if value is None else decode_offset(value))
+        elif kind == ACL:
+            self.acl_changes += 1
 
     def live_below(self, offset: int) -> list[Record]:
         """The live records stored below `offset`, oldest first: what must be written again

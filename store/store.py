@@ -300,6 +300,11 @@ class Store:
         """The latest value of a state key (None: never written, or deleted)."""
         return self._view.value(key)
 
+    @property
+    def acl_changes(self) -> int:
+        """Moves whenever an ACL record is applied (written here, or replicated from a master)."""
+        return self._view.acl_changes
+
     def state_items(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
         """The live state records whose key starts with `prefix` (SCRAM credentials, say)."""
         return [(key, value) for key, (_, value) in list(self._view.live.items()) if key.startswith(prefix)]

@@ -74,7 +74,7 @@ async def handle_describe_acls(broker: Broker, request: Request):
         return cls(throttle_time_ms=0, error_code=refusal[0], error_message=refusal[1], resources=[])
     flt = _filter(request.body, version)
     grouped: dict[tuple[int, str, int], list[Acl]] = {}
-    for acl in [] if flt.problem() else broker.authorizer.matching(flt):  # an unknown code matches nothing
+    for acl in [] if flt.problem() else broker.current_acls().matching(flt):  # an unknown code matches nothing
         grouped.setdefault((acl.resource_type, acl.name, acl.pattern), []).append(acl)
     resources = [cls.DescribeAclsResource(
         resource_type=rtype, resource_name=name, pattern_type=pattern,
@@ -138,7 +138,7 @@ async def handle_delete_acls(broker: Broker, request: Request):
     for f in filters:
         flt = _filter(f, version)
         problem = flt.problem()
-        matched = [] if problem else broker.authorizer.matching(flt)
+        matched = [] if problem else broker.current_acls().matching(flt)
         for acl in matched:
             gone[acl.key()] = None
             log.info("%s deletes ACL %s", principal(), acl)
