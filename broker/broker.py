@@ -206,6 +206,13 @@ class Broker:
             return await self.cluster.topics.change_topic(name, configs=configs)
         return await trio.to_thread.run_sync(self.store.alter_topic_configs, name, configs)
 
+    async def write_security(self, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Write ACL or SCRAM credential records, durably; in a cluster, ZooKeeper takes them
+        first, for every broker group (broker/cluster_security.py). Raises a StoreError."""
+        if self.cluster is not None:
+            await self.cluster.security.publish(records)
+        await trio.to_thread.run_sync(self.store.write_state, records)
+
     def reload_acls(self) -> None:
         """Put the ACLs of the state topic in force (at start, after CreateAcls/DeleteAcls, and
         whenever ACL records arrived otherwise: a follower gets its master's by replication)."""

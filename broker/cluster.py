@@ -24,6 +24,7 @@ import trio
 from kazoo.exceptions import KazooException
 
 from broker import inter_broker, replication
+from broker.cluster_security import ClusterSecurity
 from broker.cluster_state import (
     Claim,
     Follow,
@@ -75,6 +76,7 @@ class Cluster:
         self.members: list[int] = []  # the group's nodes
         self.groups: dict[str, tuple[GroupRecord | None, list[int]]] = {}  # every group: record, nodes
         self.topics = ClusterTopics(self)  # topics across broker groups, and where their partitions are
+        self.security = ClusterSecurity(self)  # ACLs and SCRAM credentials across broker groups
         self.leading_epoch: int | None = None
         self.sync: SyncState | None = None
         self.hw_position = 0  # what every member of the sync-state set holds (master)
@@ -425,6 +427,7 @@ class Cluster:
             await self._stop_following()
             log.debug("%s", action.reason)
         await self.topics.sync()
+        await self.security.sync()
 
     async def _keep_sync_state_set(self, record: GroupRecord, version: int) -> None:
         """Write the sync-state set the followers' progress calls for; a smaller set is in force
@@ -451,6 +454,7 @@ class Cluster:
         self._master_scope = await self.nursery.start(self._run_master, self._master_done)
         self.leading_epoch = record.epoch
         self.topics.version = -1  # a new master makes its commitlog's topics match ZooKeeper's
+        self.security.version = -1  # and its ACLs and credentials
         self._advance()
         log.info("node %d is master of group %s in epoch %d (commitlog from %d; sync-state set %s)",
                  self.node_id, self.group, record.epoch, start, sorted(record.sync_state_set))

@@ -13,6 +13,10 @@ Layout under the chroot of zookeeper.connect (docs/replication.md):
   /deleted_topics/<topic id>       persistent: a deleted topic, so no group's master publishes it again
   /topics_changed                  persistent: its version moves at every topic change (one watch for all)
   /latest_producer_id_block        persistent: the last block of producer ids a master took (Kafka's znode)
+  /security/<state key, hex>       persistent: an ACL binding or SCRAM credential, its state value as data
+                                   (broker/cluster_security.py)
+  /security_changed                persistent: its version moves at every change under /security
+  /security_groups/<group>         persistent: the group's master has published what only it held
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ class ZooKeeper:
         self.client.start(timeout=timeout_s)
         self.state = self.client.state
         for path in ("/brokers/ids", f"/groups/{self.group}/members", "/topics", "/deleted_topics",
-                     "/topics_changed"):
+                     "/topics_changed", "/security", "/security_changed", "/security_groups"):
             self.client.ensure_path(path)
 
     def stop(self) -> None:
@@ -107,6 +111,7 @@ class ZooKeeper:
         self.client.ChildrenWatch("/groups", lambda _children: self._on_change())
         self.client.DataWatch(self._state_path, lambda *_: self._on_change())
         self.client.DataWatch("/topics_changed", lambda *_: self._on_change())
+        self.client.DataWatch("/security_changed", lambda *_: self._on_change())
 
     @property
     def _state_path(self) -> str:
@@ -203,6 +208,42 @@ class ZooKeeper:
         except NoNodeError:
             pass
         self.topics_changed()
+
+    # ---- ACLs and SCRAM credentials, shared by every group ----------------------------------
+    def security_version(self) -> int:
+        return self.client.exists("/security_changed").version
+
+    def security(self) -> dict[bytes, bytes]:
+        """Every shared state record: key -> value."""
+        out = {}
+        for name in self.client.get_children("/security"):
+            try:
+                out[bytes.fromhex(name)] = self.client.get(f"/security/{name}")[0]
+            except NoNodeError:
+                continue
+        return out
+
+    def set_security(self, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Write shared state records (a None value deletes one), then move /security_changed."""
+        for key, value in records:
+            path = f"/security/{key.hex()}"
+            if value is None:
+                try:
+                    self.client.delete(path)
+                except NoNodeError:
+                    pass
+                continue
+            try:
+                self.client.create(path, value)
+            except NodeExistsError:
+                self.client.set(path, value)
+        self.client.set("/security_changed", b"")
+
+    def security_joined(self, group: str) -> bool:
+        return self.client.exists(f"/security_groups/{group}") is not None
+
+    def join_security(self, group: str) -> None:
+        self.client.ensure_path(f"/security_groups/{group}")
 
     # ---- producer ids ----------------------------------------------------------------------
     def reserve_producer_ids(self, size: int, floor: int) -> int:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import logging
 
-import trio
-
 from broker.acl import (
     ACL_VALUE,
     CLUSTER_NAME,
@@ -58,7 +56,7 @@ async def _store(broker: Broker, records: list[tuple[bytes, bytes | None]]) -> s
     if not records:
         return None
     try:
-        await trio.to_thread.run_sync(broker.store.write_state, records)
+        await broker.write_security(records)
     except StoreError as exc:
         log.error("ACL change refused: %s", exc)
         return f"ACL change not stored: {exc}"

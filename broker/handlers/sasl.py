@@ -220,7 +220,7 @@ async def handle_alter_user_scram_credentials(broker: Broker, request: Request):
     records += await trio.to_thread.run_sync(derive)
     if records:
         try:
-            await trio.to_thread.run_sync(broker.store.write_state, records)
+            await broker.write_security(records)
         except StoreError as exc:
             log.error("SCRAM credential change refused: %s", exc)
             for key, _ in records:

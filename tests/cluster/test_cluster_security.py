@@ -1,0 +1,100 @@
+"""ACLs and SCRAM credentials hold in every broker group of a cluster: a user created through one
+group's master authenticates at every node of the others, and a binding created or deleted
+through one group is in force everywhere (broker/cluster_security.py, through ZooKeeper, as
+Kafka in ZooKeeper mode keeps them). Before, each group knew only what its own master had been
+told."""
+
+from __future__ import annotations
+
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+from kafka.admin._users import UserScramCredentialDeletion, UserScramCredentialUpsertion
+from kafka.protocol.admin import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
+
+from tests.broker.wire import WireClient
+from tests.cluster.conftest import wait_described
+from tests.cluster.test_follower_acls import _topic_error, _until
+from tests.security.acl_wire import (
+    DENY,
+    TOPIC_AUTHORIZATION_FAILED,
+    Filter,
+    create_acls,
+    delete_acls,
+    topic_acl,
+)
+from tests.security.brokers import STANDARD_AUTHORIZER
+from tests.security.test_sasl import _last_answer_within
+
+SASL_AUTHENTICATION_FAILED = 58
+DESCRIBE = 8
+SETTINGS = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256", "authorizer.class.name": STANDARD_AUTHORIZER,
+            "allow.everyone.if.no.acl.found": "true"}  # PLAINTEXT clients are User:ANONYMOUS, open to all
+
+
+def _alter_users(address: str, *alterations) -> list[tuple[str, int]]:
+    upsertions = [(a.user, int(a.mechanism), a.iterations, a.salt, a.salted_password) for a in alterations
+                  if isinstance(a, UserScramCredentialUpsertion)]
+    deletions = [(a.user, int(a.mechanism)) for a in alterations if isinstance(a, UserScramCredentialDeletion)]
+    client = WireClient(address)
+    try:
+        answer = client.request(AlterUserScramCredentialsRequest[0](deletions=deletions, upsertions=upsertions))
+    finally:
+        client.close()
+    return [(r.user, r.error_code) for r in answer.results]
+
+
+def _users(address: str) -> set[str]:
+    """The users a node holds credentials of (polled instead of authenticating: failed
+    authentications from one address are slowed down and then refused, connection.failed.*)."""
+    client = WireClient(address)
+    try:
+        return {r.user for r in client.request(DescribeUserScramCredentialsRequest[0](users=None)).results}
+    finally:
+        client.close()
+
+
+def _authenticates(address: str, user: str, password: str) -> int:
+    return _last_answer_within(address, "SCRAM-SHA-256", user, password, 0, 0).error_code
+
+
+def test_users_and_acls_made_through_one_group_hold_in_every_group(broker_group):
+    a = broker_group(2, "a", first_id=1, **SETTINGS)
+    b = broker_group(2, "b", first_id=3, **SETTINGS)
+    plain = {n: node.listeners["PLAINTEXT"] for g in (a, b) for n, node in g.nodes.items()}
+    sasl = {n: node.listeners["SASL_PLAINTEXT"] for g in (a, b) for n, node in g.nodes.items()}
+    a_master, b_master = a.master(), b.master()
+
+    carol = UserScramCredentialUpsertion("carol", "SCRAM-SHA-256", "carol-secret", iterations=4096)
+    assert _alter_users(plain[a_master], carol) == [("carol", 0)]
+    for node, address in sasl.items():  # every node of both groups, followers included
+        _until(lambda node=node: "carol" in _users(plain[node]), True)
+        assert _authenticates(address, "carol", "carol-secret") == 0
+
+    admin = KafkaAdminClient(bootstrap_servers=",".join(plain.values()), request_timeout_ms=20000)
+    try:
+        admin.create_topics([NewTopic("hidden", 2, -1)])
+    finally:
+        admin.close()
+    wait_described(",".join(plain.values()), "hidden", 2)
+    deny = topic_acl("hidden", "User:ANONYMOUS", DESCRIBE, permission=DENY)
+    client = WireClient(plain[b_master])
+    try:
+        assert [error for error, _ in create_acls(client, deny)] == [0]
+    finally:
+        client.close()
+    for address in plain.values():
+        _until(lambda address=address: _topic_error(address, "hidden"), TOPIC_AUTHORIZATION_FAILED)
+
+    client = WireClient(plain[a_master])
+    try:
+        assert delete_acls(client, Filter(name="hidden"))[0][2] == [deny]
+    finally:
+        client.close()
+    for address in plain.values():
+        _until(lambda address=address: _topic_error(address, "hidden"), 0)
+
+    assert _alter_users(plain[b_master], UserScramCredentialDeletion("carol", "SCRAM-SHA-256")) == [("carol", 0)]
+    for node, address in sasl.items():
+        _until(lambda node=node: "carol" in _users(plain[node]), False)
+        assert _authenticates(address, "carol", "carol-secret") == SASL_AUTHENTICATION_FAILED
