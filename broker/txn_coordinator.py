@@ -124,15 +124,7 @@ class TxnCoordinator:
             error = self.state.offsets_allowed(tid, pid, epoch, group)
             if error:
                 return error
-            prefix = PENDING_OFFSETS_PREFIX + _PID.pack(pid)
-            records = [(prefix + offset_key(group, topic, partition), encode_offset(offset, metadata, leader_epoch))
-                       for topic, partition, offset, metadata, leader_epoch in offsets]
-            try:  # durable with the transaction's end (the commitlog is durable as a prefix)
-                self.store.write_state(records, durable=False)
-            except StoreError as exc:
-                log.error("transaction %s: offsets not stored: %s", tid, exc)
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE
-            return 0
+            return self._write_pending(PENDING_OFFSETS_PREFIX + _PID.pack(pid), group, offsets, f"transaction {tid}")
 
     def stage_group_offsets(self, pid: int, epoch: int, group: str,
                             offsets: list[tuple[str, int, int, str | None, int]]) -> int:
@@ -142,13 +134,19 @@ class TxnCoordinator:
         marker, and does not ask the transaction coordinator). The producer's epoch is kept: a
         commit marker makes only offsets of its own epoch committed, so a fenced producer's late
         offsets never are (Kafka refuses them by the epoch its offsets partition last saw)."""
-        prefix = GROUP_PENDING_OFFSET + _PID_EPOCH.pack(pid, epoch)
+        return self._write_pending(GROUP_PENDING_OFFSET + _PID_EPOCH.pack(pid, epoch), group, offsets,
+                                   f"producer {pid}")
+
+    def _write_pending(self, prefix: bytes, group: str, offsets: list[tuple[str, int, int, str | None, int]],
+                       whose: str) -> int:
+        """Pending offsets, each under `prefix` + its offset key: an append, durable with the
+        transaction's end or the marker that commits them (the commitlog is durable as a prefix)."""
         records = [(prefix + offset_key(group, topic, partition), encode_offset(offset, metadata, leader_epoch))
                    for topic, partition, offset, metadata, leader_epoch in offsets]
-        try:  # durable with the marker that commits them, as the coordinator's own pending offsets
+        try:
             self.store.write_state(records, durable=False)
         except StoreError as exc:
-            log.error("producer %d: transactional offsets of group %s not stored: %s", pid, group, exc)
+            log.error("%s: offsets of group %s not stored: %s", whose, group, exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return 0
 
@@ -157,15 +155,14 @@ class TxnCoordinator:
         every pending offset of the producer up to `epoch` goes (an abort fences with epoch + 1).
         Raises a StoreError when the state topic refuses the records. On the event loop: an
         append (its durability is the replication the caller waits for)."""
-        prefix = GROUP_PENDING_OFFSET + _PID.pack(pid)
         records: list[tuple[bytes, bytes | None]] = []
-        for key, value in self.store.state_items(prefix):
-            (staged_epoch,) = struct.unpack_from(">h", key, len(prefix))
+        for key, value in self.store.state_items(GROUP_PENDING_OFFSET + _PID.pack(pid)):
+            _, staged_epoch = _PID_EPOCH.unpack_from(key, len(GROUP_PENDING_OFFSET))
             if staged_epoch > epoch:
                 continue
             records.append((key, None))
             if commit and staged_epoch == epoch:
-                records.append((key[len(prefix) + 2:], value))
+                records.append((key[len(GROUP_PENDING_OFFSET) + _PID_EPOCH.size:], value))
         if records:
             self.store.write_state(records, durable=False)
 
