@@ -208,9 +208,13 @@ class Broker:
 
     async def write_security(self, records: list[tuple[bytes, bytes | None]]) -> None:
         """Write ACL or SCRAM credential records, durably; in a cluster, ZooKeeper takes them
-        first, for every broker group (broker/cluster_security.py). Raises a StoreError."""
+        first, for every broker group (broker/cluster_security.py), and at a follower only
+        ZooKeeper: its master writes them, and it answers once it holds them. Raises a StoreError."""
         if self.cluster is not None:
             await self.cluster.security.publish(records)
+            if not self.cluster.leading:
+                await self.cluster.until_applied(lambda: all(self.store.state_value(k) == v for k, v in records))
+                return
         await trio.to_thread.run_sync(self.store.write_state, records)
 
     def reload_acls(self) -> None:

@@ -18,6 +18,7 @@ import itertools
 import logging
 import math
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -53,6 +54,7 @@ STEP_S = 0.25  # ZooKeeper is read again at least this often (watches wake it so
 
 
 LISTED_AFTER_LEAVING_MS = 3000  # a node whose session ended stays in Metadata's broker list (live_brokers)
+APPLIED_WAIT_S = 5.0  # a follower's admin change: how long it waits to hold it before answering (until_applied)
 
 
 def now_ms() -> int:
@@ -96,6 +98,20 @@ class Cluster:
         self.nursery: trio.Nursery | None = None  # the role task's (run)
 
     # ---- what handlers ask ----------------------------------------------------------------
+    async def until_applied(self, done: Callable[[], bool]) -> bool:
+        """A follower that put an admin change in ZooKeeper (ACLs, SCRAM credentials, topic
+        configs: Kafka takes them at any broker) waits until its master has written it and this
+        node holds it by replication, so a client reads here what it wrote here. False after
+        APPLIED_WAIT_S (no master meanwhile): the change is in ZooKeeper all the same, and the
+        group's next master writes it."""
+        with trio.move_on_after(APPLIED_WAIT_S):
+            while not done():
+                await trio.sleep(0.01)
+            return True
+        log.warning("an admin change taken at follower %d is in ZooKeeper, not yet in its group's commitlog",
+                    self.node_id)
+        return False
+
     @property
     def leading(self) -> bool:
         return self.leading_epoch is not None

@@ -5,8 +5,9 @@ and credentials match them when /security_changed moves; its followers get them 
 Kafka in ZooKeeper mode keeps both in ZooKeeper the same way (/kafka-acl, /config/users), so a
 user created through any broker authenticates at every broker.
 
-A change (CreateAcls, DeleteAcls, AlterUserScramCredentials at a master) goes to ZooKeeper
-first, then into this group's commitlog. A group's master that has never synchronised (a
+A change (CreateAcls, DeleteAcls, AlterUserScramCredentials) goes to ZooKeeper first, then at a
+master into this group's commitlog; at a follower its master writes it on the watch, and the
+follower answers once it holds it (Broker.write_security). A group's master that has never synchronised (a
 single broker that joined a cluster, or the cluster's first group) first publishes the bindings
 and credentials only it has, then marks its group in /security_groups; after that ZooKeeper's
 set is the group's. Blocking calls (ZooKeeper, the state write) run in worker threads.

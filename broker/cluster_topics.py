@@ -90,7 +90,8 @@ class ClusterTopics:
     async def change_topic(self, name: str, partitions: int | None = None,
                            configs: dict[str, str] | None = None) -> TopicMeta:
         """More partitions (placed on the groups round-robin) or new configs: ZooKeeper's record
-        by compare-and-set, then this group's commitlog; AdminBusy if the record changed meanwhile."""
+        by compare-and-set, then this group's commitlog (at a follower, configs only: its master
+        writes them); AdminBusy if the record changed meanwhile."""
         topics, _ = await trio.to_thread.run_sync(self.cluster.zk.topics)
         meta = self.cluster.store.topic(name)
         if meta is None:
@@ -105,6 +106,10 @@ class ClusterTopics:
         if not written:
             raise AdminBusy(f"topic {name} changed meanwhile; try again")
         self.placements[name] = new.placement
+        if not self.cluster.leading:  # configs at a follower: its master writes them (sync)
+            store = self.cluster.store
+            await self.cluster.until_applied(lambda: getattr(store.topic(name), "configs", None) == new.configs)
+            return store.topic(name) or meta
         if partitions is not None:
             return await trio.to_thread.run_sync(self.cluster.store.add_partitions, name, partitions)
         return await trio.to_thread.run_sync(self.cluster.store.alter_topic_configs, name, dict(configs or {}))

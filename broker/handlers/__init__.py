@@ -22,7 +22,7 @@ from broker.handlers import (
     topics,
     txn,
 )
-from protocol.codec import MalformedRequest, Request
+from protocol.codec import Request
 from protocol.errors import ErrorCode
 
 Handler = Callable[[Broker, Request], Awaitable[Any]]
@@ -77,12 +77,11 @@ def register(api_key: int, handler: Handler) -> None:
 # A request at the wrong node of a cluster: a coordinator's or the controller's request is
 # answered NOT_COORDINATOR or NOT_CONTROLLER (broker/handlers/elsewhere.py), and clients look the
 # coordinator or controller up again, as with Kafka. Those with an error per item check each
-# item in their handlers. What a master alone can write and Kafka answers on every broker (ACLs,
-# configs, SCRAM credentials; Kafka forwards them to its controller) closes the connection at a
-# follower: the client reconnects, to this node or another, and tries again. ListGroups and
-# ListTransactions, which clients send to every node, are answered by a follower: with none;
-# so is an idempotent producer's InitProducerId (ids come in blocks from ZooKeeper).
-MASTER_ONLY = frozenset({30, 31, 33, 44, 51})
+# item in their handlers. ACL, config and SCRAM credential changes, which Kafka takes at any
+# broker, a follower puts in ZooKeeper for its master to write (Broker.write_security,
+# ClusterTopics.change_topic). ListGroups and ListTransactions, which clients send to every node,
+# are answered by a follower: with none; so is an idempotent producer's InitProducerId (ids come
+# in blocks from ZooKeeper).
 
 # What KafkaApis authorizes before the coordinator sees a keyed request (Kafka's order): a
 # refused one goes to its handler, which answers the authorization error, not NOT_COORDINATOR.
@@ -99,11 +98,6 @@ KEY_AUTHORIZATION = {
 }
 
 
-class NotMaster(MalformedRequest):
-    """A request only a master answers, and Kafka on any broker, reached a follower: the
-    connection closes and the client tries again."""
-
-
 def _authorized(broker: Broker, request: Request) -> bool:
     return all(broker.permits(op, resource, getattr(request.body, field))
                for op, resource, field in KEY_AUTHORIZATION.get(request.header.api_key, ()))
@@ -115,15 +109,11 @@ async def dispatch(broker: Broker, request: Request) -> Any:
     if handler is None:
         raise NotImplementedError(f"no handler for {request.spec.name}")
     cluster = broker.cluster
-    if cluster is not None:
-        if api_key in MASTER_ONLY and not cluster.leading:
-            raise NotMaster(f"{request.spec.name} reached node {broker.node_id}, a follower; the master is "
-                            f"node {cluster.master}")
-        if api_key in elsewhere.REFUSALS:
-            key = elsewhere.key_of(request)
-            if elsewhere.REFUSALS[api_key][0] is None:  # the controller's: its group's master
-                if not cluster.leading:
-                    return elsewhere.refusal(request, ErrorCode.NOT_CONTROLLER)
-            elif key and not cluster.coordinates(key) and _authorized(broker, request):
-                return elsewhere.refusal(request, ErrorCode.NOT_COORDINATOR)
+    if cluster is not None and api_key in elsewhere.REFUSALS:
+        key = elsewhere.key_of(request)
+        if elsewhere.REFUSALS[api_key][0] is None:  # the controller's: its group's master
+            if not cluster.leading:
+                return elsewhere.refusal(request, ErrorCode.NOT_CONTROLLER)
+        elif key and not cluster.coordinates(key) and _authorized(broker, request):
+            return elsewhere.refusal(request, ErrorCode.NOT_COORDINATOR)
     return await handler(broker, request)

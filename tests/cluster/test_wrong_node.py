@@ -2,8 +2,8 @@
 not the controller or a partition's leader answers them: topic changes NOT_CONTROLLER, one per
 topic, and DeleteRecords NOT_LEADER_OR_FOLLOWER, one per partition, on a connection that stays
 open (clients look the controller or leader up again). Coordinator requests at the wrong node are
-compat_tests/test_cluster_routing.py's, against Kafka too. What Kafka answers on every broker and
-only a master can write here (ACLs) still closes the connection."""
+compat_tests/test_cluster_routing.py's, against Kafka too. ACL changes, which Kafka takes at any
+broker, a follower takes too (tests/cluster/test_follower_admin.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from kafka.protocol.metadata import MetadataRequest
 from tests.broker.wire import WireClient
 from tests.cluster.conftest import wait_described
 
-NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER = 41, 6
+NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER, SECURITY_DISABLED = 41, 6, 54
 
 
 def test_a_follower_answers_topic_changes_not_controller_and_delete_records_not_leader(broker_group):
@@ -56,9 +56,10 @@ def test_a_follower_answers_topic_changes_not_controller_and_delete_records_not_
         [kept] = wire.request(MetadataRequest[1](topics=["kept"])).topics  # the connection stayed open
         assert (kept.error_code, len(kept.partitions)) == (0, 2)  # and nothing changed
         Creation = CreateAclsRequest[1].AclCreation
-        wire.send(CreateAclsRequest[1](creations=[Creation(
+        acls = wire.request(CreateAclsRequest[1](creations=[Creation(  # taken at a follower, as at any
             resource_type=2, resource_name="kept", resource_pattern_type=3, principal="User:x", host="*",
-            operation=3, permission_type=3)]))
-        assert wire.closed_by_peer()
+            operation=3, permission_type=3)]))  # Kafka broker (tests/cluster/test_follower_admin.py)
+        assert [r.error_code for r in acls.results] == [SECURITY_DISABLED]  # no authorizer here
+        assert wire.request(MetadataRequest[1](topics=["kept"])).topics[0].error_code == 0
     finally:
         wire.close()

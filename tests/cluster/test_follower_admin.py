@@ -1,0 +1,161 @@
+"""ACL, topic-config and SCRAM credential changes sent to a follower are taken there, as Kafka
+takes them at any broker (in ZooKeeper mode each broker writes them to ZooKeeper; in KRaft mode
+it forwards them to the controller). The follower puts the change in ZooKeeper, its master
+writes it into the group's commitlog, and the follower answers once it holds it by replication,
+so what the client reads back at that node is what it wrote. Before, such a request at a
+follower closed the connection."""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourcePatternType,
+    ResourceType,
+)
+from confluent_kafka.admin import NewTopic as ConfluentTopic
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+from kafka.admin._users import UserScramCredentialDeletion, UserScramCredentialUpsertion
+
+from tests.broker.test_alter_configs_and_delete_records import (
+    DELETE,
+    INVALID_CONFIG,
+    SET,
+    describe,
+    incremental,
+    legacy,
+)
+from tests.broker.wire import WireClient
+from tests.cluster.conftest import wait_described
+from tests.cluster.test_cluster_security import SETTINGS, _alter_users, _authenticates, _users
+from tests.cluster.test_follower_acls import _topic_error, _until
+from tests.security.acl_wire import (
+    DENY,
+    TOPIC_AUTHORIZATION_FAILED,
+    Filter,
+    create_acls,
+    delete_acls,
+    describe_acls,
+    topic_acl,
+)
+
+DESCRIBE = 8
+
+
+def test_a_follower_takes_acl_config_and_credential_changes(broker_group):
+    group = broker_group(3, **SETTINGS)
+    master = group.master()
+    follower, other = [n for n in group.nodes if n != master]
+    plain = {n: node.listeners["PLAINTEXT"] for n, node in group.nodes.items()}
+    sasl = {n: node.listeners["SASL_PLAINTEXT"] for n, node in group.nodes.items()}
+    admin = KafkaAdminClient(bootstrap_servers=plain[master], request_timeout_ms=20000)
+    try:
+        admin.create_topics([NewTopic("kept", 1, -1)])
+    finally:
+        admin.close()
+    wait_described(plain[master], "kept", 1)
+    _until(lambda: _topic_error(plain[follower], "kept"), 0)
+
+    client = WireClient(plain[follower])  # one connection for every change: it stays open
+    try:
+        # SCRAM credentials: the follower reads its own write back at once, every node has it
+        dave = UserScramCredentialUpsertion("dave", "SCRAM-SHA-256", "dave-secret", iterations=4096)
+        assert _alter_users(plain[follower], dave) == [("dave", 0)]
+        assert "dave" in _users(plain[follower])
+        for node in (master, other):
+            _until(lambda node=node: "dave" in _users(plain[node]), True)
+        for address in sasl.values():
+            assert _authenticates(address, "dave", "dave-secret") == 0
+
+        # ACLs: in force at the follower when answered, and at the master
+        deny = topic_acl("kept", "User:ANONYMOUS", DESCRIBE, permission=DENY)
+        assert [error for error, _ in create_acls(client, deny)] == [0]
+        assert describe_acls(client)[2] == [deny]
+        assert _topic_error(plain[follower], "kept") == TOPIC_AUTHORIZATION_FAILED
+        _until(lambda: _topic_error(plain[master], "kept"), TOPIC_AUTHORIZATION_FAILED)
+        assert delete_acls(client, Filter(name="kept"))[0][2] == [deny]
+        assert describe_acls(client)[2] == []
+        assert _topic_error(plain[follower], "kept") == 0
+        _until(lambda: _topic_error(plain[master], "kept"), 0)
+
+        # topic configs, incremental and legacy; a refused one changes nothing
+        assert incremental(client, "kept", ("retention.ms", SET, "3600000")) == (0, None)
+        assert describe(client, "kept", "retention.ms")["retention.ms"][0] == "3600000"
+        master_client = WireClient(plain[master])
+        try:
+            _until(lambda: describe(master_client, "kept", "retention.ms")["retention.ms"][0], "3600000")
+            assert incremental(client, "kept", ("retention.ms", SET, "-7"))[0] == INVALID_CONFIG
+            assert legacy(client, "kept", {"max.message.bytes": "200000"}) == (0, None)
+            assert describe(client, "kept", "retention.ms", "max.message.bytes") == \
+                describe(master_client, "kept", "retention.ms", "max.message.bytes")
+            assert describe(client, "kept", "max.message.bytes")["max.message.bytes"][0] == "200000"
+            assert describe(client, "kept", "retention.ms")["retention.ms"][0] != "3600000"  # legacy replaces all
+            assert incremental(client, "kept", ("max.message.bytes", DELETE, None)) == (0, None)
+            _until(lambda: describe(master_client, "kept", "max.message.bytes")["max.message.bytes"][0],
+                   describe(client, "kept", "max.message.bytes")["max.message.bytes"][0])
+        finally:
+            master_client.close()
+
+        assert _alter_users(plain[follower], UserScramCredentialDeletion("dave", "SCRAM-SHA-256")) == [("dave", 0)]
+        assert "dave" not in _users(plain[follower])
+        for node in (master, other):
+            _until(lambda node=node: "dave" in _users(plain[node]), False)
+    finally:
+        client.close()
+
+
+def test_an_admin_client_bootstrapped_at_a_follower_changes_acls_and_configs(broker_group):
+    """What a user of confluent-kafka sees with a follower as its one bootstrap server. This
+    passed on the old code too: librdkafka sends these requests to any broker it is connected to
+    and, when that connection closed, tried them again at another node. The test above, on one
+    connection to a follower, is the one that failed."""
+    group = broker_group(3, **SETTINGS)
+    master = group.master()
+    follower = next(n for n in group.nodes if n != master)
+    plain = {n: node.listeners["PLAINTEXT"] for n, node in group.nodes.items()}
+    admin = AdminClient({"bootstrap.servers": plain[follower]})
+    for future in admin.create_topics([ConfluentTopic("seen", num_partitions=1, replication_factor=-1)]).values():
+        future.result(timeout=30)
+    wait_described(plain[follower], "seen", 1)
+
+    binding = AclBinding(ResourceType.TOPIC, "seen", ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
+                         AclOperation.DESCRIBE, AclPermissionType.DENY)
+    for future in admin.create_acls([binding]).values():
+        assert future.result(timeout=30) is None
+    for node in group.nodes:
+        _until(lambda node=node: _topic_error(plain[node], "seen"), TOPIC_AUTHORIZATION_FAILED)
+    topic_filter = AclBindingFilter(ResourceType.TOPIC, "seen", ResourcePatternType.ANY, None, None,
+                                    AclOperation.ANY, AclPermissionType.ANY)
+    for future in admin.delete_acls([topic_filter]).values():
+        assert future.result(timeout=30) == [binding]
+    for node in group.nodes:
+        _until(lambda node=node: _topic_error(plain[node], "seen"), 0)
+
+    resource = ConfigResource(ResourceType.TOPIC, "seen", incremental_configs=[
+        ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
+    for node in group.nodes:
+        client = WireClient(plain[node])
+        try:
+            _until(lambda client=client: describe(client, "seen", "retention.ms")["retention.ms"][0], "7200000")
+        finally:
+            client.close()
+    bad = ConfigResource(ResourceType.TOPIC, "seen", incremental_configs=[
+        ConfigEntry("retention.ms", "-7", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([bad]).values():
+        try:
+            future.result(timeout=30)
+        except KafkaException as exc:
+            assert exc.args[0].code() == INVALID_CONFIG
+        else:
+            raise AssertionError("retention.ms=-7 was taken")
+
