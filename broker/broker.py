@@ -238,12 +238,13 @@ class Broker:
 
     def permits(self, op: Op, resource_type: Res, name: str) -> bool:
         """`allowed`, without the audit log line of a denial (for a check the handler repeats)."""
-        return self.authorizer is None or self.current_acls().authorize(peer.principal(), peer.client_ip(), op,
-                                                                         resource_type, name)
+        return self.authorizer is None or peer.node.get() or self.current_acls().authorize(
+            peer.principal(), peer.client_ip(), op, resource_type, name)
 
     def allowed(self, op: Op, resource_type: Res, name: str) -> bool:
-        """May the connection being served do `op` on the resource? Always, without an authorizer."""
-        if self.authorizer is None:
+        """May the connection being served do `op` on the resource? Always, without an authorizer,
+        and for another node of the cluster (peer.node)."""
+        if self.authorizer is None or peer.node.get():
             return True
         who, host = peer.principal(), peer.client_ip()
         if self.current_acls().authorize(who, host, op, resource_type, name):
@@ -288,11 +289,9 @@ class Broker:
 
     def auto_create(self, name: str) -> TopicMeta | None:
         """Create a topic a client asked for, on the event loop (a few partitions: quick);
-        None when another topic change holds the store (the client asks again) or it exists,
-        and on a follower, which writes nothing of its own (the master creates topics)."""
-        if self.store.following:
-            return None
-        if self.cluster is not None:  # through ZooKeeper, off the request: the client asks again
+        None when another topic change holds the store (the client asks again) or it exists.
+        In a cluster, through ZooKeeper at any node, off the request: the client asks again."""
+        if self.cluster is not None:
             self.cluster.topics.create_soon(name, self.config["num.partitions"])
             return None
         try:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import trio
 from kazoo.exceptions import KazooException
 
-from broker import inter_broker, replication
+from broker import inter_broker, peer, replication
 from broker.cluster_security import ClusterSecurity
 from broker.cluster_state import (
     Claim,
@@ -59,6 +59,16 @@ APPLIED_WAIT_S = 5.0  # a follower's admin change: how long it waits to hold it 
 
 def now_ms() -> int:
     return math.ceil(trio.current_time() * 1000)
+
+
+def address(info: dict) -> tuple[str, int]:
+    """A node's address as its registration gives it for the listener of the connection being
+    served (Kafka answers Metadata and FindCoordinator with the endpoints of the listener the
+    request came in on: a SASL client is never sent to another node's PLAINTEXT port); its first
+    listener outside a connection, or when it has none of that name."""
+    lst = peer.listener.get()
+    found = info.get("listeners", {}).get(lst.name) if lst is not None else None
+    return (found[0], found[1]) if found else (info["host"], info["port"])
 
 
 class Cluster:
@@ -205,15 +215,23 @@ class Cluster:
                 elsewhere[name].append(OFFSETS_MARKER)
         for name, partitions in elsewhere.items():
             record = self.groups.get(name, (None, []))[0]
-            endpoint = self.endpoint(record.master) if record is not None else None
+            endpoint = self.replication_endpoint(record.master) if record is not None else None
             if endpoint is None:
                 raise MarkersNotWritten(f"broker group {name} has no master to write transaction markers")
             await inter_broker.write_txn_markers(endpoint, partitions, producer_id, producer_epoch, commit)
         return here
 
+    def replication_endpoint(self, node: int) -> tuple[str, int] | None:
+        info = self.live.get(node)
+        return None if info is None else (info["replication_host"], info["replication_port"])
+
+    async def serve_markers(self, stream: trio.SocketStream, version: int) -> None:
+        """Another group's transaction coordinator, on this node's replication port."""
+        await inter_broker.serve_markers(self.broker, stream, version)
+
     def endpoint(self, node: int) -> tuple[str, int] | None:
         info = self.live.get(node)
-        return None if info is None else (info["host"], info["port"])
+        return None if info is None else address(info)
 
     def live_brokers(self) -> list[tuple[int, str, int]]:
         """Metadata's broker list: the live nodes, and for LISTED_AFTER_LEAVING_MS the ones whose
@@ -224,7 +242,7 @@ class Cluster:
         moment longer, the node leaves the list after the partitions moved. Leaders, the
         sync-state set and offline replicas count live nodes only."""
         listed = {node: info for node, (info, _) in self._leaving.items()} | self.live
-        return sorted((node, info["host"], info["port"], info.get("rack")) for node, info in listed.items())
+        return sorted((node, *address(info), info.get("rack")) for node, info in listed.items())
 
     # ---- follower fetching (KIP-392) ------------------------------------------------------
     def preferred_read_replica(self, rack: str) -> int:

@@ -47,8 +47,9 @@ class ClusterTopics:
         return place(name, have, total, groups_with_master(groups, self.cluster.group))
 
     def create_soon(self, name: str, partitions: int) -> None:
-        """Auto-creation: Metadata answers at once, the topic is made meanwhile."""
-        if self.cluster.leading and name not in self._creating:
+        """Auto-creation: Metadata answers at once, the topic is made meanwhile (at a follower
+        too, as at any Kafka broker: its record in ZooKeeper, and the masters make it)."""
+        if name not in self._creating and self.cluster.nursery is not None:
             self._creating.add(name)
             self.cluster.nursery.start_soon(self._auto_create, name, partitions)
 
@@ -62,12 +63,15 @@ class ClusterTopics:
 
     async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
         """A new topic: its record in ZooKeeper first (the name is taken there, atomically), then
-        in this group's commitlog; the other groups' masters create it from the record."""
+        in this group's commitlog; the other groups' masters create it from the record. At a
+        follower (auto-creation only) the record alone: its master creates the topic."""
         topic_id = uuid.uuid4()
         record = TopicRecord(str(topic_id), await self._placement(name, (), partitions, configs), dict(configs))
         if not await trio.to_thread.run_sync(self.cluster.zk.create_topic, name, record):
             raise TopicExists(name)
         self.placements[name] = record.placement
+        if not self.cluster.leading:
+            return TopicMeta(name, partitions, dict(configs), topic_id=topic_id)
         try:
             return await trio.to_thread.run_sync(
                 functools.partial(self.cluster.store.create_topic, name, partitions, configs, topic_id=topic_id))

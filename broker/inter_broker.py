@@ -1,19 +1,33 @@
-"""Requests one Gregor node sends another over the Kafka protocol: WriteTxnMarkers, from a
-transaction coordinator to the master of another broker group (broker/cluster.py). Encoded and
-decoded with kafka-python's classes; one short connection per call (markers are written once
-per transaction and broker group, not per record)."""
+"""Requests one Gregor node sends another: WriteTxnMarkers, from a transaction coordinator to
+the master of another broker group (broker/cluster.py). They go over the replication port, the
+channel between a cluster's nodes (MARKERS_MAGIC and the replication version, then one Kafka
+request frame, answered with one Kafka response frame), not over a client listener: a listener's
+SASL, TLS and ACLs are for clients, and a coordinator that sent them to the first advertised
+listener failed where that listener required SASL. Encoded and decoded with kafka-python's
+classes; one short connection per call (markers are written once per transaction and broker
+group, not per record)."""
 
 from __future__ import annotations
 
+import logging
 import struct
+from typing import TYPE_CHECKING
 
 import trio
 from kafka.protocol.producer import WriteTxnMarkersRequest
 
-from broker.replication import ProtocolError, receive_exactly
+from broker import peer
+from broker.replication import HELLO_HEAD, MARKERS_MAGIC, VERSION, ProtocolError, receive_exactly
+from protocol.codec import MalformedRequest, Request, decode_request, encode_response
 from store import StoreError
 
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = logging.getLogger("gregor.replication")
 TIMEOUT_S = 15.0
+MAX_FRAME = 1 << 20  # a WriteTxnMarkers request: markers of one transaction for one broker group
+WRITE_TXN_MARKERS = 27
 _SIZE = struct.Struct(">i")
 
 
@@ -36,7 +50,8 @@ async def write_txn_markers(endpoint: tuple[str, int], partitions: list[tuple[st
         with trio.fail_after(TIMEOUT_S):
             stream = await trio.open_tcp_stream(*endpoint)
             async with stream:
-                await stream.send_all(bytes(request.encode(header=True, framed=True)))
+                await stream.send_all(HELLO_HEAD.pack(MARKERS_MAGIC, VERSION)
+                                      + bytes(request.encode(header=True, framed=True)))
                 size = _SIZE.unpack(await receive_exactly(stream, 4))[0]
                 frame = await receive_exactly(stream, size)
     except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError) as exc:
@@ -47,3 +62,28 @@ async def write_txn_markers(endpoint: tuple[str, int], partitions: list[tuple[st
     if failed:
         raise MarkersNotWritten(f"transaction markers refused by {endpoint[0]}:{endpoint[1]}: {failed}")
 
+
+
+async def serve_markers(broker: Broker, stream: trio.SocketStream, version: int) -> None:
+    """A WriteTxnMarkers request that came in on the replication port (after MARKERS_MAGIC and
+    the version, which replication.serve_follower read): answered as a client listener answers
+    it, by a node of the cluster (peer.node: ACLs do not apply to it)."""
+    # imported here: the handlers import the broker, which imports this module
+    from broker.handlers.txn import handle_write_txn_markers
+
+    if version != VERSION:
+        log.error("refused transaction markers from a node running replication version %d (this node: %d): "
+                  "the cluster's nodes must run the same Gregor version", version, VERSION)
+        return
+    (size,) = _SIZE.unpack(await receive_exactly(stream, _SIZE.size))
+    if not 0 < size <= MAX_FRAME:
+        raise ProtocolError(f"transaction markers frame of {size} bytes")
+    try:
+        request = decode_request(await receive_exactly(stream, size))
+    except MalformedRequest as exc:
+        raise ProtocolError(f"transaction markers: {exc}") from exc
+    if not isinstance(request, Request) or request.header.api_key != WRITE_TXN_MARKERS:
+        raise ProtocolError("only WriteTxnMarkers is taken on the replication port")
+    peer.node.set(True)  # this task's context only
+    body = await handle_write_txn_markers(broker, request)
+    await stream.send_all(encode_response(request.header, body))

@@ -16,6 +16,8 @@ peer_host: contextvars.ContextVar[str] = contextvars.ContextVar("peer_host", def
 listener: contextvars.ContextVar[Listener | None] = contextvars.ContextVar("listener", default=None)
 sasl_session: contextvars.ContextVar[SaslSession | None] = contextvars.ContextVar("sasl_session", default=None)
 tls_subject: contextvars.ContextVar[str | None] = contextvars.ContextVar("tls_subject", default=None)
+# another node of the cluster, over the replication port (broker/inter_broker.py): ACLs do not apply
+node: contextvars.ContextVar[bool] = contextvars.ContextVar("node", default=False)
 
 ANONYMOUS = "User:ANONYMOUS"
 

@@ -25,6 +25,8 @@ The wire, big-endian (Gregor's own, between Gregor nodes only):
   master -> follower:        CHUNK   start i64 | high watermark position i64 | log start position i64 |
                                      length i32 | entries; an empty one after IDLE_WAIT_S without
                                      appends (the follower answers each chunk, empty or not, with HOLDS)
+The same port takes another group's transaction coordinator: MARKERS_MAGIC | version u8, then
+one WriteTxnMarkers request frame, answered with its response frame (broker/inter_broker.py).
 This module moves bytes; what they mean for the group (progress, the sync-state set, roles) is
 broker/cluster.py's, and the truncation point broker/cluster_state.py's.
 """
@@ -50,6 +52,7 @@ log = logging.getLogger("gregor.replication")
 _versions_logged: set[tuple[str, int]] = set()  # (who, replication version) already logged
 
 MAGIC = b"GRHA"
+MARKERS_MAGIC = b"GRTM"  # instead of HELLO: a transaction coordinator's WriteTxnMarkers (broker/inter_broker.py)
 VERSION = 2  # 1: the follower asked for each chunk (FETCH) and applied it before asking again
 HELLO = struct.Struct(">4sBiiq")
 # The part of HELLO every version keeps, and the WELCOME (OTHER_VERSION) a master of any version
@@ -123,6 +126,9 @@ async def serve_follower(cluster: Cluster, stream: trio.SocketStream) -> None:
         try:
             head = await receive_exactly(stream, HELLO_HEAD.size)
             magic, version = HELLO_HEAD.unpack(head)
+            if magic == MARKERS_MAGIC:
+                await cluster.serve_markers(stream, version)
+                return
             if magic != MAGIC:
                 log.warning("refused a replication stream: not a Gregor follower (magic %r)", magic)
                 return

@@ -4,7 +4,7 @@ kazoo's thread), which only wakes the cluster task; what changed is read again t
 
 Layout under the chroot of zookeeper.connect (docs/replication.md):
   /cluster_id                      the cluster id every node reports (made by the first node)
-  /brokers/ids/<node.id>           ephemeral: a live node, JSON {host, port, group, replication_host, ...}
+  /brokers/ids/<node.id>           ephemeral: a live node, JSON {host, port, group, replication_host, ..., listeners}
   /groups/<group>/members/<id>     persistent: the group's nodes (Metadata's replicas)
   /groups/<group>/state            persistent: master, epoch, sync-state set (cluster_state.GroupRecord),
                                    written only by compare-and-set on its version

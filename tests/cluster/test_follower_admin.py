@@ -24,6 +24,7 @@ from confluent_kafka.admin import NewTopic as ConfluentTopic
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.admin._users import UserScramCredentialDeletion, UserScramCredentialUpsertion
+from kafka.protocol.metadata import MetadataRequest
 
 from tests.broker.test_alter_configs_and_delete_records import (
     DELETE,
@@ -48,6 +49,7 @@ from tests.security.acl_wire import (
 )
 
 DESCRIBE = 8
+UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
 def test_a_follower_takes_acl_config_and_credential_changes(broker_group):
@@ -159,3 +161,28 @@ def test_an_admin_client_bootstrapped_at_a_follower_changes_acls_and_configs(bro
         else:
             raise AssertionError("retention.ms=-7 was taken")
 
+
+
+def test_a_metadata_request_at_a_follower_auto_creates_the_topic(broker_group):
+    """Kafka auto-creates a topic a Metadata request names at any broker; a follower puts its
+    record in ZooKeeper and the masters make it (before, only a request at a master did)."""
+    group = broker_group(3)
+    master = group.master()
+    follower = next(n for n in group.nodes if n != master)
+    client = WireClient(group.address(follower))
+    try:
+        [topic] = client.request(MetadataRequest[4](topics=["made-here"], allow_auto_topic_creation=True)).topics
+        assert topic.error_code == UNKNOWN_TOPIC_OR_PARTITION  # answered at once, made meanwhile
+    finally:
+        client.close()
+
+    def leaders(address: str) -> list[int] | None:
+        wire = WireClient(address)
+        try:
+            [found] = wire.request(MetadataRequest[4](topics=["made-here"], allow_auto_topic_creation=False)).topics
+        finally:
+            wire.close()
+        return None if found.error_code else [p.leader_id for p in found.partitions]
+
+    for node in group.nodes:
+        _until(lambda node=node: leaders(group.address(node)), [master])

@@ -82,7 +82,7 @@ def test_placement_reads_the_groups_from_zookeeper_not_from_the_nodes_last_step(
         for name, master in (("a", 1), ("b", 3)):
             zk.client.create(f"/groups/{name}/state", GroupRecord(master, 1, (master,)).encode(), makepath=True)
         # its steps have seen no group yet: only its own
-        stale = SimpleNamespace(group="b", groups={}, group_names=lambda: ["b"], zk=zk, store=store)
+        stale = SimpleNamespace(group="b", groups={}, group_names=lambda: ["b"], zk=zk, store=store, leading=True)
         topics = ClusterTopics(stale)
         trio.run(topics.create_topic, "spread", 4, {})
         assert sorted(topics.placements["spread"]) == ["a", "a", "b", "b"]
