@@ -7,6 +7,7 @@ serving."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from types import SimpleNamespace
 
@@ -167,7 +168,6 @@ def test_new_partitions_are_placed_and_deleted_topics_go_everywhere(two_groups):
         admin.delete_topics(["growing"])
     finally:
         admin.close()
-    import time
     deadline = time.monotonic() + 30
     while any("growing" in KafkaAdminClient(bootstrap_servers=g.address(g.master())).list_topics() for g in (a, b)):
         assert time.monotonic() < deadline, "the topic is still listed"
@@ -180,32 +180,41 @@ def test_a_transaction_over_partitions_of_both_groups_commits_and_aborts_as_one(
     create(boot, "txn-spread", 4)
     parts = wait_described(boot, "txn-spread", 4)
     assert len({p["leader_id"] for p in parts}) == 2
+    assert sorted(transactions_read_committed(boot, "txn-spread", (True, False))) == \
+        sorted(f"c{i}".encode() for i in range(8))
+
+
+def transactions_read_committed(boot: str, topic: str, outcomes: tuple[bool, ...]) -> list[bytes]:
+    """One transaction per outcome (True: commit) of 8 records over partitions 0-3 of `topic`
+    (c0..c7 committed, a0..a7 aborted), then what a read_committed consumer reads from the start:
+    until the records of every committed transaction came, or 40 s, and 2 s more for any extra."""
     producer = Producer({"bootstrap.servers": boot, "transactional.id": f"t-{uuid.uuid4().hex[:6]}",
                          "transaction.timeout.ms": 30000})
     producer.init_transactions(30)
-    for commit in (True, False):
+    for commit in outcomes:
         producer.begin_transaction()
         for i in range(8):
-            producer.produce("txn-spread", value=f"{'c' if commit else 'a'}{i}".encode(), partition=i % 4)
+            producer.produce(topic, value=f"{'c' if commit else 'a'}{i}".encode(), partition=i % 4)
         producer.flush(30)
         (producer.commit_transaction if commit else producer.abort_transaction)(30)
     consumer = Consumer({"bootstrap.servers": boot, "group.id": f"r-{uuid.uuid4().hex[:6]}",
                          "isolation.level": "read_committed", "auto.offset.reset": "earliest",
                          "enable.auto.commit": False})
-    consumer.subscribe(["txn-spread"])
-    values = []
-    import time
+    consumer.subscribe([topic])
+    values, wanted = [], 8 * sum(outcomes)
     deadline = time.monotonic() + 40
-    while time.monotonic() < deadline and len(values) < 8:
-        msg = consumer.poll(0.5)
-        if msg is not None and not msg.error():
-            values.append(msg.value())
-    time.sleep(2)
-    while (msg := consumer.poll(0.5)) is not None:
-        if not msg.error():
-            values.append(msg.value())
-    consumer.close()
-    assert sorted(values) == sorted(f"c{i}".encode() for i in range(8))
+    try:
+        while time.monotonic() < deadline and len(values) < wanted:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                values.append(msg.value())
+        time.sleep(2)
+        while (msg := consumer.poll(0.5)) is not None:
+            if not msg.error():
+                values.append(msg.value())
+    finally:
+        consumer.close()
+    return values
 
 
 def _split_group(prefix: str) -> str:

@@ -14,17 +14,14 @@ consumers of the other group's partitions never saw the transaction's records.""
 
 from __future__ import annotations
 
-import time
-import uuid
-
 import pytest
-from confluent_kafka import Consumer, Producer
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from tests.broker.wire import WireClient
 from tests.cluster.conftest import wait_described
+from tests.cluster.test_groups import transactions_read_committed
 from tests.security.acl_wire import DENY, cluster_acl, create_acls
 from tests.security.brokers import STANDARD_AUTHORIZER
 
@@ -68,26 +65,5 @@ def test_a_transaction_over_two_groups_commits_behind_a_sasl_listener(broker_gro
         assert [e for e, _ in create_acls(client, cluster_acl("User:ANONYMOUS", CLUSTER_ACTION, permission=DENY))] == [0]
     finally:
         client.close()
-    producer = Producer({"bootstrap.servers": boot, "transactional.id": f"t-{uuid.uuid4().hex[:6]}",
-                         "transaction.timeout.ms": 30000})
-    producer.init_transactions(30)
-    for commit in (True, False, True):
-        producer.begin_transaction()
-        for i in range(8):
-            producer.produce("txn-secured", value=f"{'c' if commit else 'a'}{i}".encode(), partition=i % 4)
-        producer.flush(30)
-        (producer.commit_transaction if commit else producer.abort_transaction)(30)
-    consumer = Consumer({"bootstrap.servers": boot, "group.id": f"r-{uuid.uuid4().hex[:6]}",
-                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
-    consumer.subscribe(["txn-secured"])
-    values = []
-    deadline = time.monotonic() + 40
-    try:
-        while time.monotonic() < deadline and len(values) < 16:
-            msg = consumer.poll(0.5)
-            if msg is not None and not msg.error():
-                values.append(msg.value())
-    finally:
-        consumer.close()
-    assert sorted(values) == sorted([f"c{i}".encode() for i in range(8)] * 2)
+    assert sorted(transactions_read_committed(boot, "txn-secured", (True, False, True))) == \
+        sorted([f"c{i}".encode() for i in range(8)] * 2)
