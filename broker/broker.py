@@ -269,15 +269,17 @@ class Broker:
         """The listener of the connection being served (the first one outside a connection)."""
         return peer.listener.get() or self.listeners[0]
 
+    def advertised(self, lst: Listener) -> tuple[str, int]:
+        """Where clients are told to reach a listener of this node."""
+        return lst.advertised_host or lst.host or self.config.host, lst.advertised_port or lst.port
+
     @property
     def advertised_host(self) -> str:
-        lst = self._endpoint()
-        return lst.advertised_host or lst.host or self.config.host
+        return self.advertised(self._endpoint())[0]
 
     @property
     def advertised_port(self) -> int:
-        lst = self._endpoint()
-        return lst.advertised_port or lst.port
+        return self.advertised(self._endpoint())[1]
 
     def end_offsets(self) -> dict[tuple[str, str, int], int]:
         """(topic, topic id, partition) -> log end offset, for the producer-state snapshot."""

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("gregor.replication")
 TIMEOUT_S = 15.0
 MAX_FRAME = 1 << 20  # a WriteTxnMarkers request: markers of one transaction for one broker group
-WRITE_TXN_MARKERS = 27
 _SIZE = struct.Struct(">i")
 
 
@@ -63,7 +62,6 @@ async def write_txn_markers(endpoint: tuple[str, int], partitions: list[tuple[st
         raise MarkersNotWritten(f"transaction markers refused by {endpoint[0]}:{endpoint[1]}: {failed}")
 
 
-
 async def serve_markers(broker: Broker, stream: trio.SocketStream, version: int) -> None:
     """A WriteTxnMarkers request that came in on the replication port (after MARKERS_MAGIC and
     the version, which replication.serve_follower read): answered as a client listener answers
@@ -82,7 +80,7 @@ async def serve_markers(broker: Broker, stream: trio.SocketStream, version: int)
         request = decode_request(await receive_exactly(stream, size))
     except MalformedRequest as exc:
         raise ProtocolError(f"transaction markers: {exc}") from exc
-    if not isinstance(request, Request) or request.header.api_key != WRITE_TXN_MARKERS:
+    if not isinstance(request, Request) or request.header.api_key != WriteTxnMarkersRequest.API_KEY:
         raise ProtocolError("only WriteTxnMarkers is taken on the replication port")
     peer.node.set(True)  # this task's context only
     body = await handle_write_txn_markers(broker, request)

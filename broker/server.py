@@ -95,8 +95,7 @@ async def _join_group(nursery: trio.Nursery, broker: Broker) -> None:
             "rack": config["broker.rack"] or None,
             # every listener as clients are told it: another node answers each client with the
             # addresses of the listener it came in on, as Kafka's brokers do (Cluster.address)
-            "listeners": {lst.name: [lst.advertised_host or lst.host or config.host, lst.advertised_port or lst.port]
-                          for lst in broker.listeners}}
+            "listeners": {lst.name: list(broker.advertised(lst)) for lst in broker.listeners}}
     broker.cluster = Cluster(broker)
     broker.producers.reserve_block = broker.cluster.zk.reserve_producer_ids  # any node answers InitProducerId
     await nursery.start(broker.cluster.run, sockets, info)

@@ -66,7 +66,7 @@ def test_a_follower_takes_acl_config_and_credential_changes(broker_group):
     wait_described(plain[master], "kept", 1)
     _until(lambda: _topic_error(plain[follower], "kept"), 0)
 
-    client = WireClient(plain[follower])  # one connection for every change: it stays open
+    client = WireClient(plain[follower])  # one connection for the ACL and config changes: it stays open
     try:
         # SCRAM credentials: the follower reads its own write back at once, every node has it
         dave = UserScramCredentialUpsertion("dave", "SCRAM-SHA-256", "dave-secret", iterations=4096)
