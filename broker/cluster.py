@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 import trio
 from kazoo.exceptions import KazooException
 
-from broker import inter_broker, peer, replication
+from broker import inter_broker, node_tls, peer, replication
+from broker.acl import CLUSTER_NAME, Op, Res
 from broker.cluster_security import ClusterSecurity
 from broker.cluster_state import (
     Claim,
@@ -79,6 +80,7 @@ class Cluster:
         self.node_id: int = config["node.id"]
         self.group: str = config["broker.group"]
         self.lag_ms: int = config["replica.lag.time.max.ms"]
+        self.tls = node_tls.contexts(config.values)  # the replication port's TLS (None: plain TCP)
         self.zk = ZooKeeper(config["zookeeper.connect"], self.group, config["zookeeper.session.timeout.ms"],
                             self._poke_from_thread)
         self.record: GroupRecord | None = None
@@ -218,14 +220,33 @@ class Cluster:
             endpoint = self.replication_endpoint(record.master) if record is not None else None
             if endpoint is None:
                 raise MarkersNotWritten(f"broker group {name} has no master to write transaction markers")
-            await inter_broker.write_txn_markers(endpoint, partitions, producer_id, producer_epoch, commit)
+            await inter_broker.write_txn_markers(self.connect_node, endpoint, partitions, producer_id, producer_epoch, commit)
         return here
 
     def replication_endpoint(self, node: int) -> tuple[str, int] | None:
         info = self.live.get(node)
         return None if info is None else (info["replication_host"], info["replication_port"])
 
-    async def serve_markers(self, stream: trio.SocketStream, version: int) -> None:
+    async def _serve_replication(self, stream: trio.SocketStream) -> None:
+        """A connection to the replication port: a follower, or another group's transaction coordinator."""
+        if self.tls is not None:
+            secure = await node_tls.accept(self.tls, stream, self._may_act_for_cluster)
+            if secure is None:
+                return
+            stream = secure
+        await replication.serve_follower(self, stream)
+
+    def _may_act_for_cluster(self, principal: str, host: str) -> bool:
+        """Kafka's ClusterAction on the cluster, asked of another node's certificate principal."""
+        broker = self.broker
+        return broker.authorizer is None or broker.current_acls().authorize(
+            principal, host, Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME)
+
+    async def connect_node(self, host: str, port: int) -> trio.abc.Stream:
+        """A connection to another node's replication port (TLS when security.inter.broker.protocol=SSL)."""
+        return await node_tls.connect(self.tls, host, port)
+
+    async def serve_markers(self, stream: trio.abc.Stream, version: int) -> None:
         """Another group's transaction coordinator, on this node's replication port."""
         await inter_broker.serve_markers(self.broker, stream, version)
 
@@ -382,8 +403,7 @@ class Cluster:
         try:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
-                handler = lambda stream: replication.serve_follower(self, stream)
-                nursery.start_soon(trio.serve_listeners, handler, replication_listeners)
+                nursery.start_soon(trio.serve_listeners, self._serve_replication, replication_listeners)
                 await self._step()
                 task_status.started()
                 while True:

@@ -9,12 +9,14 @@ refused at start with a message that names the setting.
 from __future__ import annotations
 
 import ipaddress
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from broker import listeners as listeners_module
+from broker import node_tls
 from broker.acl import AUTHORIZER_CLASSES
 from broker.listeners import SASL_MECHANISMS, Listener, ListenerError
 from store import StoreConfig
@@ -61,6 +63,9 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "ssl.truststore.type": (str, "PEM", "PEM only"),
     "ssl.truststore.location": (str, "", "PEM file of CA certificates that client certificates are checked against"),
     "ssl.client.auth": (str, "none", "none, requested or required: client certificates (mTLS)"),
+    "ssl.endpoint.identification.algorithm": (str, "https", ("https: a node checks that the certificate of the node "
+                                                             "it replicates from names that node's host "
+                                                             "(security.inter.broker.protocol=SSL); empty: not")),
     "authorizer.class.name": (str, "", ("Kafka's StandardAuthorizer or AclAuthorizer class name turns ACLs on "
                                         "(broker/acl.py); empty: every client may do everything")),
     "super.users": (str, "", "principals ACLs never restrict, ';'-separated: User:admin;User:CN=ops"),
@@ -84,6 +89,10 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
                                   "port, published in ZooKeeper)")),
     "replication.advertised.listener": (str, "", ("HOST:PORT followers are told to pull from, when they must reach "
                                                  "this node another way than the bound replication port")),
+    "security.inter.broker.protocol": (str, "PLAINTEXT", ("PLAINTEXT or SSL: the replication port, where a group's "
+                                                          "nodes ship the commitlog and send transaction markers; "
+                                                          "SSL: TLS with each node's certificate checked both ways "
+                                                          "(docs/replication.md)")),
     "replica.lag.time.max.ms": (int, 30000, "a follower not caught up within this leaves the sync-state set (ISR)"),
     "min.insync.replicas": (int, 1, "acks=all produce needs this many nodes in the sync-state set"),
     "broker.rack": (str, "", "this node's rack, as Metadata lists it (Kafka's broker.rack)"),
@@ -219,6 +228,10 @@ class BrokerConfig:
                 raise ConfigError("broker.group must be a non-empty name without '/'")
             if self.values["node.id"] < 0:
                 raise ConfigError("node.id must be 0 or more")
+            try:
+                node_tls.contexts(self.values)
+            except (ListenerError, OSError, ssl.SSLError) as exc:
+                raise ConfigError(str(exc)) from None
         selector = self.values["replica.selector.class"].strip()
         if selector and selector not in REPLICA_SELECTORS:
             raise ConfigError(f"replica.selector.class: {selector} is not supported; Gregor's follower fetching "

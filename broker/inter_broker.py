@@ -3,7 +3,8 @@ the master of another broker group (broker/cluster.py). They go over the replica
 channel between a cluster's nodes (MARKERS_MAGIC and the replication version, then one Kafka
 request frame, answered with one Kafka response frame), not over a client listener: a listener's
 SASL, TLS and ACLs are for clients, and a coordinator that sent them to the first advertised
-listener failed where that listener required SASL. Encoded and decoded with kafka-python's
+listener failed where that listener required SASL; with security.inter.broker.protocol=SSL they
+go through TLS as the shipping does (broker/node_tls.py). Encoded and decoded with kafka-python's
 classes; one short connection per call (markers are written once per transaction and broker
 group, not per record)."""
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -35,7 +37,8 @@ class MarkersNotWritten(StoreError):
     prepared and the coordinator tries again (as a failed marker append here)."""
 
 
-async def write_txn_markers(endpoint: tuple[str, int], partitions: list[tuple[str, int]], producer_id: int,
+async def write_txn_markers(connect: Callable[[str, int], Awaitable[trio.abc.Stream]], endpoint: tuple[str, int],
+                            partitions: list[tuple[str, int]], producer_id: int,
                             producer_epoch: int, commit: bool) -> None:
     by_topic: dict[str, list[int]] = {}
     for topic, partition in partitions:
@@ -47,7 +50,7 @@ async def write_txn_markers(endpoint: tuple[str, int], partitions: list[tuple[st
     request.with_header(correlation_id=1, client_id="gregor-txn-coordinator")
     try:
         with trio.fail_after(TIMEOUT_S):
-            stream = await trio.open_tcp_stream(*endpoint)
+            stream = await connect(*endpoint)
             async with stream:
                 await stream.send_all(HELLO_HEAD.pack(MARKERS_MAGIC, VERSION)
                                       + bytes(request.encode(header=True, framed=True)))
@@ -62,7 +65,7 @@ async def write_txn_markers(endpoint: tuple[str, int], partitions: list[tuple[st
         raise MarkersNotWritten(f"transaction markers refused by {endpoint[0]}:{endpoint[1]}: {failed}")
 
 
-async def serve_markers(broker: Broker, stream: trio.SocketStream, version: int) -> None:
+async def serve_markers(broker: Broker, stream: trio.abc.Stream, version: int) -> None:
     """A WriteTxnMarkers request that came in on the replication port (after MARKERS_MAGIC and
     the version, which replication.serve_follower read): answered as a client listener answers
     it, by a node of the cluster (peer.node: ACLs do not apply to it)."""

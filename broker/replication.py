@@ -11,7 +11,8 @@ dispatches it as recovery does (Store.append_replicated) while the next chunk ar
 (received straight into a reused buffer, woken once per RECEIVE_LOWAT of it; applied on its
 event loop for a small chunk with no state record, INLINE_APPLY_BYTES; in a worker thread
 otherwise), then reports the position it holds: that report is what moves the master's high
-watermark (acks=all).
+watermark (acks=all). With security.inter.broker.protocol=SSL the same bytes go through TLS
+(broker/node_tls.py): no sendfile then, and the follower copies what TLS decrypted.
 
 The wire, big-endian (Gregor's own, between Gregor nodes only):
   follower -> master, once:  HELLO   magic "GRHA" | version u8 | node id i32 | last master epoch i32 | log end i64
@@ -36,6 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import ssl
 import struct
 from typing import TYPE_CHECKING
 
@@ -119,8 +121,19 @@ async def receive_exactly(stream: trio.abc.ReceiveStream, size: int) -> bytes:
     return bytes(buf)
 
 
+def _socket(stream: trio.abc.Stream) -> trio.socket.SocketType | None:
+    """The TCP socket a plain stream's bytes go through straight (sendfile, recv_into); None
+    through TLS (security.inter.broker.protocol=SSL, broker/node_tls.py)."""
+    return stream.socket if isinstance(stream, trio.SocketStream) else None
+
+
+def _socket_of(stream: trio.abc.Stream) -> trio.socket.SocketType:
+    """The TCP socket under a stream, TLS or not."""
+    return stream.transport_stream.socket if isinstance(stream, trio.SSLStream) else stream.socket
+
+
 # ---- the master's side --------------------------------------------------------------------
-async def serve_follower(cluster: Cluster, stream: trio.SocketStream) -> None:
+async def serve_follower(cluster: Cluster, stream: trio.abc.Stream) -> None:
     """One follower's stream, for as long as this node leads in the epoch it welcomed it in."""
     async with stream:
         try:
@@ -133,7 +146,7 @@ async def serve_follower(cluster: Cluster, stream: trio.SocketStream) -> None:
                 log.warning("refused a replication stream: not a Gregor follower (magic %r)", magic)
                 return
             if version != VERSION:  # whatever follows in its HELLO, it reads this WELCOME: it says why
-                _log_other_version("refused a replication stream", f"a node at {stream.socket.getpeername()[0]}",
+                _log_other_version("refused a replication stream", f"a node at {_socket_of(stream).getpeername()[0]}",
                                    version)
                 await stream.send_all(WELCOME.pack(OTHER_VERSION, VERSION, -1))
                 return
@@ -161,8 +174,9 @@ async def serve_follower(cluster: Cluster, stream: trio.SocketStream) -> None:
             log.warning("cannot serve a follower: %s", group.exceptions[0])
 
 
-async def _ship(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: int) -> None:
+async def _ship(cluster: Cluster, stream: trio.abc.Stream, node: int, epoch: int) -> None:
     store = cluster.store
+    sock = _socket(stream)
     (shipped,) = HOLDS.unpack(await receive_exactly(stream, HOLDS.size))
     progress = _Progress()
     files = _SegmentFile(store)
@@ -188,8 +202,12 @@ async def _ship(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: i
                         start, data = await trio.to_thread.run_sync(store.read_log, shipped, CHUNK_BYTES)
                 header = CHUNK.pack(start, cluster.hw_position, store.log_start_position, len(data))
                 progress.in_flight += 1
-                if not (data and await files.send(stream.socket, header, start, len(data))):
-                    await send_buffers(stream.socket, [header, data] if data else [header])
+                if sock is None:  # TLS: no sendfile, the bytes are encrypted from the mapping
+                    await stream.send_all(header)
+                    if data:
+                        await stream.send_all(data)
+                elif not (data and await files.send(sock, header, start, len(data))):
+                    await send_buffers(sock, [header, data] if data else [header])
                 shipped = start + len(data)
             nursery.cancel_scope.cancel()
     finally:
@@ -279,11 +297,16 @@ async def follow(cluster: Cluster, node: int, host: str, port: int, epoch: int) 
     last_error = ""  # the store error the last stream ended on
     while True:
         try:
-            stream = await trio.open_tcp_stream(host, port)
+            stream = await cluster.connect_node(host, port)
         except OSError as exc:
             log.info("cannot reach master %d at %s:%d for replication: %s", node, host, port, exc)
             if _refused(exc):
                 cluster.master_answers(node, False)
+        except trio.BrokenResourceError as exc:  # security.inter.broker.protocol=SSL: the handshake failed
+            error = f"{exc.__cause__ or exc}"
+            (log.debug if error == last_error else log.error)(
+                "cannot follow master %d at %s:%d: TLS handshake failed (%s)", node, host, port, error)
+            last_error = error
         else:
             cluster.master_answers(node, True)
             welcomed: list[bool] = []  # set once the master welcomed this stream
@@ -293,7 +316,14 @@ async def follow(cluster: Cluster, node: int, host: str, port: int, epoch: int) 
                     await _pull(cluster, stream, node, epoch, welcomed)
                     backoff = RETRY_FIRST_S  # not the master yet: it will be in a moment
                 except* (ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
-                    log.info("replication from master %d interrupted: %s", node, group.exceptions[0])
+                    if not welcomed and cluster.tls is not None:  # TLS 1.3: a refusal shows after the handshake
+                        error = f"{group.exceptions[0].__cause__ or group.exceptions[0]}"
+                        (log.debug if error == last_error else log.error)(
+                            "master %d closed the TLS connection before welcoming this node (%s): its log says "
+                            "why (this node's certificate, or its principal not allowed ClusterAction)", node, error)
+                        last_error = error
+                    else:
+                        log.info("replication from master %d interrupted: %s", node, group.exceptions[0])
                     if welcomed and all(_ended(e) for e in group.exceptions):
                         cluster.master_answers(node, False)  # until the next connection: in 20 ms
                 except* StoreError as group:  # ReplicationError (diverged) or a failing disk
@@ -322,12 +352,13 @@ def _ended(exc: BaseException) -> bool:
     """Did the master's end close or reset the stream (its process died, or it stopped leading),
     rather than the stream stalling or this side failing? The host of a SIGKILLed master closes
     its sockets at once, before clients ask who leads now."""
-    if isinstance(exc, trio.BrokenResourceError):
+    while isinstance(exc, trio.BrokenResourceError):  # through TLS: the SSL stream's, around the socket's
         exc = exc.__cause__
-    return isinstance(exc, (StreamClosed, ConnectionResetError, BrokenPipeError))
+    # through TLS, a closed socket under the stream is an EOF without TLS's close_notify
+    return isinstance(exc, (StreamClosed, ConnectionResetError, BrokenPipeError, ssl.SSLEOFError))
 
 
-async def _pull(cluster: Cluster, stream: trio.SocketStream, node: int, epoch: int, welcomed: list[bool]) -> None:
+async def _pull(cluster: Cluster, stream: trio.abc.Stream, node: int, epoch: int, welcomed: list[bool]) -> None:
     """Pull until the stream fails; returns at once if `node` is not (yet) the master."""
     store: Store = cluster.store
     epochs = store.master_epochs()
@@ -410,15 +441,21 @@ async def _apply_once_room(store: Store, node: int, start: int, chunk: memoryvie
         return position
 
 
-async def _receive_chunks(stream: trio.SocketStream, free: trio.MemoryReceiveChannel[bytearray],
+async def _receive_chunks(stream: trio.abc.Stream, free: trio.MemoryReceiveChannel[bytearray],
                           arrived: trio.MemorySendChannel[tuple]) -> None:
-    sock = stream.socket
+    sock = _socket(stream)
     lowat = 1
     while True:
         start, hw_position, master_start, length = CHUNK.unpack(await receive_exactly(stream, CHUNK.size))
         buffer = await free.receive() if length <= CHUNK_BYTES else bytearray(length)  # one entry above it
         view = memoryview(buffer)
         got = 0
+        while sock is None and got < length:  # TLS: what the SSL object decrypted, copied in
+            data = await stream.receive_some(length - got)
+            if not data:
+                raise StreamClosed("the master closed the replication stream")
+            view[got:got + len(data)] = data
+            got += len(data)
         while got < length:  # straight into the buffer: no intermediate bytes objects
             wanted = min(length - got, RECEIVE_LOWAT)
             if wanted < LOWAT_FROM:

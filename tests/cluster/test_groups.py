@@ -184,10 +184,11 @@ def test_a_transaction_over_partitions_of_both_groups_commits_and_aborts_as_one(
         sorted(f"c{i}".encode() for i in range(8))
 
 
-def transactions_read_committed(boot: str, topic: str, outcomes: tuple[bool, ...]) -> list[bytes]:
+def transactions_read_committed(boot: str, topic: str, outcomes: tuple[bool, ...], before: int = 0) -> list[bytes]:
     """One transaction per outcome (True: commit) of 8 records over partitions 0-3 of `topic`
     (c0..c7 committed, a0..a7 aborted), then what a read_committed consumer reads from the start:
-    until the records of every committed transaction came, or 40 s, and 2 s more for any extra."""
+    until the records of every committed transaction came (and `before` committed earlier), or
+    40 s, and 2 s more for any extra."""
     producer = Producer({"bootstrap.servers": boot, "transactional.id": f"t-{uuid.uuid4().hex[:6]}",
                          "transaction.timeout.ms": 30000})
     producer.init_transactions(30)
@@ -201,7 +202,7 @@ def transactions_read_committed(boot: str, topic: str, outcomes: tuple[bool, ...
                          "isolation.level": "read_committed", "auto.offset.reset": "earliest",
                          "enable.auto.commit": False})
     consumer.subscribe([topic])
-    values, wanted = [], 8 * sum(outcomes)
+    values, wanted = [], 8 * sum(outcomes) + before
     deadline = time.monotonic() + 40
     try:
         while time.monotonic() < deadline and len(values) < wanted:

@@ -85,6 +85,18 @@ def make_certificates(directory: Path) -> Certificates:
                         stranger_client_key=directory / "stranger-client.key")
 
 
+def node_keystore(directory: Path, name: str, subject: str, ca: str = "ca") -> Path:
+    """A cluster node's PEM keystore (key, certificate, CA): one certificate for both ends of the
+    replication port (security.inter.broker.protocol=SSL), so serverAuth and clientAuth, naming
+    127.0.0.1 and localhost. `ca` ("ca" or "stranger", made by make_certificates) signs it."""
+    _signed(directory, name, subject, "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth,clientAuth\n"
+            f"subjectAltName={SERVER_NAMES}\n", ca=ca)
+    keystore = directory / f"{name}.keystore.pem"
+    keystore.write_text((directory / f"{name}.key").read_text() + (directory / f"{name}.pem").read_text()
+                        + (directory / f"{ca}.pem").read_text())
+    return keystore
+
+
 def broker_settings(certs: Certificates, *, encrypted_key: bool = False, client_auth: str = "none") -> dict[str, str]:
     """Kafka's ssl.* settings for a broker serving the server certificate and trusting the CA."""
     settings = {

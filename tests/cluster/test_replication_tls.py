@@ -1,0 +1,126 @@
+"""security.inter.broker.protocol=SSL: the replication port (the commitlog's shipping, and other
+groups' transaction markers) speaks TLS, and both ends show a certificate the cluster's CA signed.
+
+A group ships its log, fails over and commits transactions across groups through TLS; the port
+refuses plaintext, a certificate of another CA, and (with an authorizer) a principal that is not
+allowed ClusterAction, so a node with such a certificate never joins the sync-state set."""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import time
+from pathlib import Path
+
+import pytest
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+from kazoo.client import KazooClient
+
+from broker.replication import HELLO, MAGIC, VERSION, WELCOME
+from tests.cluster.conftest import wait_described
+from tests.cluster.test_groups import transactions_read_committed
+from tests.security.brokers import STANDARD_AUTHORIZER
+from tests.security.tls import Certificates, make_certificates, node_keystore, read_until_closed
+
+pytestmark = pytest.mark.clients
+NODE_SUBJECT = "/O=Gregor tests/CN=gregor-node"
+NODE_PRINCIPAL = "User:CN=gregor-node,O=Gregor tests"
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory) -> tuple[Certificates, dict[str, Path]]:
+    directory = tmp_path_factory.mktemp("node-certs")
+    made = make_certificates(directory)
+    keystores = {"node": node_keystore(directory, "node", NODE_SUBJECT),
+                 "intruder": node_keystore(directory, "intruder", "/O=Gregor tests/CN=intruder"),
+                 "stranger": node_keystore(directory, "stranger-node", NODE_SUBJECT, ca="stranger")}
+    return made, keystores
+
+
+def ssl_settings(certs, keystore: str = "node") -> dict[str, str]:
+    made, keystores = certs
+    return {"security.inter.broker.protocol": "SSL", "ssl.keystore.location": str(keystores[keystore]),
+            "ssl.truststore.location": str(made.ca)}
+
+
+def replication_address(group, node: int) -> tuple[str, int]:
+    zk = KazooClient(hosts=group.connect, timeout=5)
+    zk.start(10)
+    try:
+        info = json.loads(zk.get(f"/brokers/ids/{node}")[0])
+    finally:
+        zk.stop()
+        zk.close()
+    return info["replication_host"], info["replication_port"]
+
+
+def welcome_over_tls(address: tuple[str, int], context: ssl.SSLContext) -> bytes:
+    """What the replication port answers a follower's HELLO sent through TLS with `context`'s
+    certificate: a WELCOME, or b"" when the handshake fails or the port closes the connection."""
+    try:
+        with socket.create_connection(address, timeout=10) as raw, \
+                context.wrap_socket(raw, server_hostname=address[0]) as tls:
+            tls.sendall(HELLO.pack(MAGIC, VERSION, 99, 0, 0))
+            return tls.recv(WELCOME.size)
+    except (ssl.SSLError, OSError):  # TLS 1.3: a refused client certificate shows at the first read
+        return b""
+
+
+def node_context(certs, keystore: str) -> ssl.SSLContext:
+    made, keystores = certs
+    context = ssl.create_default_context(cafile=str(made.ca))
+    context.load_cert_chain(str(keystores[keystore]))
+    return context
+
+
+def test_groups_ship_fail_over_and_commit_transactions_through_tls(broker_group, certs):
+    a = broker_group(2, "a", first_id=1, **ssl_settings(certs))  # in sync: the log went through TLS
+    b = broker_group(2, "b", first_id=3, **ssl_settings(certs))
+    boot = f"{a.bootstrap},{b.bootstrap}"
+    admin = KafkaAdminClient(bootstrap_servers=boot, request_timeout_ms=20000)
+    try:
+        admin.create_topics([NewTopic("tls-spread", 4, -1)])
+    finally:
+        admin.close()
+    parts = wait_described(boot, "tls-spread", 4)
+    assert {p["leader_id"] for p in parts} == {a.master(), b.master()}
+    # the coordinator's markers for the other group's partitions go through TLS too
+    assert sorted(transactions_read_committed(boot, "tls-spread", (True, False))) == \
+        sorted(f"c{i}".encode() for i in range(8))
+    old = a.master()
+    a.kill(old)
+    a.master(other_than=old)
+    # what the new master of group a holds came to it through TLS; and markers reach it
+    values = transactions_read_committed(boot, "tls-spread", (True,), before=8)
+    assert sorted(values) == sorted([f"c{i}".encode() for i in range(8)] * 2)
+    for node in (a, b):
+        for process in node.nodes.values():
+            assert "Traceback" not in process.log()
+
+
+def test_the_replication_port_takes_only_nodes_the_cluster_trusts(broker_group, certs):
+    settings = {**ssl_settings(certs), "authorizer.class.name": STANDARD_AUTHORIZER, "super.users": NODE_PRINCIPAL}
+    group = broker_group(3, start=False, **settings)
+    group.nodes[3].settings.update(ssl_settings(certs, "intruder"))  # the cluster's CA, but not a super user
+    for node in group.nodes.values():
+        node.start(timeout=60)
+    assert sorted(group.wait_sync_state_set(2)) == [1, 2]
+    master = group.master()
+    address = replication_address(group, master)
+    # a node's certificate is welcomed: the checks below can fail
+    assert WELCOME.unpack(welcome_over_tls(address, node_context(certs, "node")))[0] == 0
+    assert welcome_over_tls(address, node_context(certs, "stranger")) == b""  # another CA
+    assert welcome_over_tls(address, node_context(certs, "intruder")) == b""  # no ClusterAction
+    with socket.create_connection(address, timeout=10) as raw:  # a plaintext follower
+        raw.sendall(HELLO.pack(MAGIC, VERSION, 99, 0, 0))
+        closed, received = read_until_closed(raw, 15)
+    assert closed and received[:1] in (b"", b"\x15")  # nothing, or a TLS alert: never a WELCOME
+    time.sleep(3)
+    record, live = group.state()
+    assert 3 in live and sorted(record["sync_state_set"]) == [1, 2]
+    log = group.nodes[master].log()
+    assert "principal User:CN=intruder,O=Gregor tests is not allowed ClusterAction" in log
+    assert "TLS handshake failed" in log
+    assert "closed the TLS connection before welcoming this node" in group.nodes[3].log()
