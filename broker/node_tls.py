@@ -69,23 +69,27 @@ async def accept(tls: NodeTls, stream: trio.SocketStream,
                  allowed: Callable[[str, str], bool]) -> trio.SSLStream | None:
     """The TLS side of a connection to the replication port; None (logged) when the handshake
     fails or `allowed(principal, host)` refuses the peer's principal."""
-    host = stream.socket.getpeername()[0]
+    try:
+        host = stream.socket.getpeername()[0]
+    except OSError:  # gone already
+        await trio.aclose_forcefully(stream)
+        return None
     secure = trio.SSLStream(stream, tls.server, server_side=True)
     try:
         with trio.fail_after(HANDSHAKE_TIMEOUT_S):
             await secure.do_handshake()
     except trio.TooSlowError:
-        _refused(host, "no TLS handshake within 10 s")
-        return None
-    except trio.BrokenResourceError as exc:  # a plaintext peer, no certificate, or one the truststore does not know
-        _refused(host, f"TLS handshake failed ({exc.__cause__ or exc})")
-        return None
-    principal = f"User:{ssl_principal(secure.getpeercert())}"
-    if not allowed(principal, host):
-        _refused(host, f"principal {principal} is not allowed ClusterAction on the cluster (super.users or an ACL)")
-        await trio.aclose_forcefully(secure)
-        return None
-    return secure
+        reason = "no TLS handshake within 10 s"
+    except (trio.BrokenResourceError, OSError) as exc:  # plaintext, no certificate, or one the truststore does not know
+        reason = f"TLS handshake failed ({exc.__cause__ or exc})"
+    else:
+        principal = f"User:{ssl_principal(secure.getpeercert())}"
+        if allowed(principal, host):
+            return secure
+        reason = f"principal {principal} is not allowed ClusterAction on the cluster (super.users or an ACL)"
+    _refused(host, reason)
+    await trio.aclose_forcefully(stream)
+    return None
 
 
 async def connect(tls: NodeTls | None, host: str, port: int) -> trio.abc.Stream:
