@@ -146,6 +146,7 @@ class Broker:
                                   self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
         if self.cluster is not None:
             self.txn.markers_elsewhere = self.cluster.write_markers_elsewhere
+            self.txn.appended = self.cluster.appended
         self.reload_acls()
 
     async def run_master_services(self) -> None:

@@ -52,6 +52,11 @@ class TxnCoordinator:
     # other groups serve to their masters (raising a StoreError if one is not written, which
     # leaves the transaction prepared, retried), and returns the partitions to mark here.
     markers_elsewhere = None
+    # In a broker group: called once markers are appended here, as after a produce (the master's
+    # high watermark moves at once when it is alone in the sync-state set, and followers are
+    # woken). Without it a transaction's markers stayed above the high watermark, and its records
+    # unreadable to read_committed consumers, until the next append to the log.
+    appended = None
 
     def __init__(self, store, producers, max_timeout_ms: int, check_interval_ms: int) -> None:
         self.store = store
@@ -194,6 +199,8 @@ class TxnCoordinator:
                 self.store.append_control(topic, partition, txn.producer_id, txn.producer_epoch, plan.commit)
             except (UnknownTopic, UnknownPartition):
                 pass  # deleted meanwhile: nothing there to mark
+        if markers and self.appended is not None:
+            self.appended()
         done = self.state.completed(txn, now_ms())
         await trio.to_thread.run_sync(self._complete, done.txn, plan.commit)
         log.info("transaction %s of producer %d %s over %d partition(s)", txn.transactional_id, txn.producer_id,

@@ -14,7 +14,8 @@ import time
 from collections import defaultdict
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer
+from confluent_kafka import Producer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import NotEnoughReplicasError
 
@@ -475,3 +476,29 @@ def test_a_follower_answers_an_idempotent_producers_init_producer_id(broker_grou
     assert len(ids) == 9
     follower = next(n for n in group.nodes if n != master)
     assert "closing" not in group.nodes[follower].log()
+
+
+def test_a_transaction_is_readable_at_once_where_the_master_is_alone_in_the_sync_state_set(broker_group):
+    """A master alone in its sync-state set (here a 1-node group; after a failover in a 2-node
+    group, or while its followers are out of the set) moves its high watermark at each append.
+    Before, a transaction's markers did not: they stayed above the high watermark, and the
+    transaction's records unreadable to read_committed consumers, until the next append."""
+    group = broker_group(1)
+    create_topic(group, "txn-alone", partitions=2)
+    wait_described(group.bootstrap, "txn-alone", 2)
+    producer = Producer({"bootstrap.servers": group.bootstrap, "transactional.id": "alone"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(4):
+        producer.produce("txn-alone", value=b"v%d" % i, partition=i % 2)
+    producer.flush(30)
+    producer.commit_transaction(30)
+    tps = [TopicPartition("txn-alone", p) for p in range(2)]
+    consumer = KafkaConsumer(bootstrap_servers=group.bootstrap, isolation_level="read_committed")
+    try:
+        deadline = time.monotonic() + 10
+        while (stable := consumer.end_offsets(tps)) != {tp: 3 for tp in tps} and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        consumer.close()
+    assert stable == {tp: 3 for tp in tps}  # 2 records and the commit marker in each partition
