@@ -10,13 +10,24 @@ from __future__ import annotations
 import argparse
 from contextlib import closing
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from broker.cli_connect import CliError
-from broker.handlers.sasl import MAX_ITERATIONS, MECHANISM_CODES, MECHANISM_NAMES, MIN_ITERATIONS
-from broker.sasl import decode_credential, encode_credential, new_credential
-from store import Store, StoreError
-from store.state import CREDENTIAL, credential_key
+from broker.sasl import (
+    MAX_ITERATIONS,
+    MECHANISM_CODES,
+    MECHANISM_NAMES,
+    MIN_ITERATIONS,
+    decode_credential,
+    encode_credential,
+    new_credential,
+)
+
+if TYPE_CHECKING:
+    from store import Store
+
+# The store (numpy, the commitlog) is imported by the commands that open one, not by every
+# `gregor` command's parser: every command started in 1.2 s with it, 0.5 s without.
 
 
 def add_parser(sub) -> None:
@@ -42,6 +53,7 @@ def add_parser(sub) -> None:
 def _open(data_dir: str) -> closing[Store]:
     """The store, for a `with` block that closes it (and releases the data dir's .lock)."""
     from broker.config import BrokerConfig
+    from store import Store, StoreError
 
     try:
         return closing(Store.open(Path(data_dir), BrokerConfig(data_dir=Path(data_dir)).store_config()))
@@ -54,6 +66,8 @@ def add_user(args: argparse.Namespace, out: TextIO) -> int:
         raise CliError("user add: the user name must not be empty")
     if not MIN_ITERATIONS <= args.iterations <= MAX_ITERATIONS:
         raise CliError(f"user add: --iterations must be {MIN_ITERATIONS}-{MAX_ITERATIONS}, as Kafka requires")
+    from store.state import credential_key
+
     credential = new_credential(args.mechanism, args.password, args.iterations)
     with _open(args.data_dir) as store:
         store.write_state([(credential_key(MECHANISM_CODES[args.mechanism], args.name), encode_credential(credential))])
@@ -62,6 +76,8 @@ def add_user(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def delete_user(args: argparse.Namespace, out: TextIO) -> int:
+    from store.state import credential_key
+
     with _open(args.data_dir) as store:
         key = credential_key(MECHANISM_CODES[args.mechanism], args.name)
         if store.state_value(key) is None:
@@ -72,6 +88,8 @@ def delete_user(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def list_users(args: argparse.Namespace, out: TextIO) -> int:
+    from store.state import CREDENTIAL
+
     with _open(args.data_dir) as store:
         rows = sorted((key[2:].decode(), MECHANISM_NAMES[key[1]], decode_credential(MECHANISM_NAMES[key[1]], value).iterations)
                       for key, value in store.state_items(CREDENTIAL) if key[1] in MECHANISM_NAMES)

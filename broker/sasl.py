@@ -30,7 +30,8 @@ MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384  # Kafka's ScramMechanism bounds
 SASL_AUTHENTICATION_FAILED, ILLEGAL_SASL_STATE = 58, 34
 
 _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-_TYPES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # Kafka's ScramMechanism.type
+MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # Kafka's ScramMechanism.type
+MECHANISM_NAMES = {v: k for k, v in MECHANISM_CODES.items()}
 _PLAIN_ORDER = ("SCRAM-SHA-512", "SCRAM-SHA-256")  # the credentials PLAIN checks a password against
 
 
@@ -110,7 +111,7 @@ def encode_credential(c: ScramCredential) -> bytes:
     size = hashlib.new(_hash_name(c.mechanism)).digest_size
     if len(c.stored_key) != size or len(c.server_key) != size:
         raise ValueError(f"{c.mechanism} keys are {size} bytes")
-    head = _CREDENTIAL_HEAD.pack(_CREDENTIAL_VERSION, _TYPES[c.mechanism], c.iterations, len(c.salt))
+    head = _CREDENTIAL_HEAD.pack(_CREDENTIAL_VERSION, MECHANISM_CODES[c.mechanism], c.iterations, len(c.salt))
     return head + c.salt + c.stored_key + c.server_key
 
 
@@ -123,7 +124,7 @@ def decode_credential(mechanism: str, data: bytes) -> ScramCredential:
     version, kind, iterations, salt_len = _CREDENTIAL_HEAD.unpack_from(data)
     if version != _CREDENTIAL_VERSION:
         raise ValueError(f"credential value version {version} is unknown")
-    if kind != _TYPES[mechanism]:
+    if kind != MECHANISM_CODES[mechanism]:
         raise ValueError(f"credential value of mechanism type {kind} is not {mechanism}'s")
     if iterations <= 0:
         raise ValueError(f"credential value has {iterations} iterations")

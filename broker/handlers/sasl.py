@@ -23,6 +23,10 @@ from broker.broker import Broker
 from broker.listeners import SaslSession
 from broker.peer import peer_host, sasl_session
 from broker.sasl import (
+    MAX_ITERATIONS,
+    MECHANISM_CODES,
+    MECHANISM_NAMES,
+    MIN_ITERATIONS,
     AuthenticationFailed,
     Authenticator,
     ScramCredential,
@@ -36,9 +40,6 @@ from store import StoreError
 from store.state import CREDENTIAL, credential_key
 
 log = logging.getLogger("gregor.sasl")
-MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # Kafka's ScramMechanism type
-MECHANISM_NAMES = {v: k for k, v in MECHANISM_CODES.items()}
-MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384  # Kafka's ScramMechanism bounds
 ILLEGAL_SASL_STATE, UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED = 34, 33, 58
 RESOURCE_NOT_FOUND, DUPLICATE_RESOURCE, UNACCEPTABLE_CREDENTIAL = 91, 92, 93
 

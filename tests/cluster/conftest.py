@@ -127,6 +127,17 @@ class BrokerGroup:
             zk.close()
         return record, live
 
+    def replication_address(self, node: int) -> tuple[str, int]:
+        """Where `node` takes followers (and other groups' transaction markers), as ZooKeeper has it."""
+        zk = KazooClient(hosts=self.connect, timeout=5)
+        zk.start(10)
+        try:
+            registration = json.loads(zk.get(f"/brokers/ids/{node}")[0])
+        finally:
+            zk.stop()
+            zk.close()
+        return registration["replication_host"], registration["replication_port"]
+
     def master(self, timeout: float = 30.0, other_than: int | None = None) -> int:
         """The live master (waiting for one, and for one other than `other_than`)."""
         deadline = time.monotonic() + timeout

@@ -7,7 +7,6 @@ allowed ClusterAction, so a node with such a certificate never joins the sync-st
 
 from __future__ import annotations
 
-import json
 import socket
 import ssl
 import time
@@ -16,7 +15,6 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
-from kazoo.client import KazooClient
 
 from broker.replication import HELLO, MAGIC, VERSION, WELCOME
 from tests.cluster.conftest import wait_described
@@ -43,17 +41,6 @@ def ssl_settings(certs, keystore: str = "node") -> dict[str, str]:
     made, keystores = certs
     return {"security.inter.broker.protocol": "SSL", "ssl.keystore.location": str(keystores[keystore]),
             "ssl.truststore.location": str(made.ca)}
-
-
-def replication_address(group, node: int) -> tuple[str, int]:
-    zk = KazooClient(hosts=group.connect, timeout=5)
-    zk.start(10)
-    try:
-        info = json.loads(zk.get(f"/brokers/ids/{node}")[0])
-    finally:
-        zk.stop()
-        zk.close()
-    return info["replication_host"], info["replication_port"]
 
 
 def welcome_over_tls(address: tuple[str, int], context: ssl.SSLContext) -> bytes:
@@ -108,7 +95,7 @@ def test_the_replication_port_takes_only_nodes_the_cluster_trusts(broker_group, 
         node.start(timeout=60)
     assert sorted(group.wait_sync_state_set(2)) == [1, 2]
     master = group.master()
-    address = replication_address(group, master)
+    address = group.replication_address(master)
     # a node's certificate is welcomed: the checks below can fail
     assert WELCOME.unpack(welcome_over_tls(address, node_context(certs, "node")))[0] == 0
     assert welcome_over_tls(address, node_context(certs, "stranger")) == b""  # another CA

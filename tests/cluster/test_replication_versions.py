@@ -5,7 +5,6 @@ backoff; the rest of the group goes on replicating."""
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 import time
@@ -13,7 +12,6 @@ from types import SimpleNamespace
 
 import pytest
 import trio
-from kazoo.client import KazooClient
 
 from broker.replication import (
     HELLO,
@@ -28,17 +26,6 @@ from broker.replication import (
 )
 from store import Store
 from tests.store.conftest import append, build_batch, tiny_config
-
-
-def _replication_address(group, node: int) -> tuple[str, int]:
-    zk = KazooClient(hosts=group.connect, timeout=5)
-    zk.start(10)
-    try:
-        registration = json.loads(zk.get(f"/brokers/ids/{node}")[0])
-    finally:
-        zk.stop()
-        zk.close()
-    return registration["replication_host"], registration["replication_port"]
 
 
 def _hello_of_version(address: tuple[str, int], version: int, body: bytes) -> bytes:
@@ -57,7 +44,7 @@ def _hello_of_version(address: tuple[str, int], version: int, body: bytes) -> by
 def test_a_master_names_its_version_to_a_follower_of_another_one(broker_group):
     group = broker_group(size=2)
     master = group.master()
-    address = _replication_address(group, master)
+    address = group.replication_address(master)
     # an older follower's HELLO (as long as this version's), and a newer one's longer HELLO
     for version, body in ((1, bytes(HELLO.size - HELLO_HEAD.size)), (3, bytes(40)), (1, bytes(16))):
         assert _hello_of_version(address, version, body) == WELCOME.pack(OTHER_VERSION, VERSION, -1)
