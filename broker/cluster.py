@@ -80,7 +80,7 @@ class Cluster:
         self.node_id: int = config["node.id"]
         self.group: str = config["broker.group"]
         self.lag_ms: int = config["replica.lag.time.max.ms"]
-        self.tls = node_tls.contexts(config.values)  # the replication port's TLS (None: plain TCP)
+        self.tls = node_tls.contexts(config)  # the replication port's TLS (None: plain TCP)
         self.zk = ZooKeeper(config["zookeeper.connect"], self.group, config["zookeeper.session.timeout.ms"],
                             self._poke_from_thread)
         self.record: GroupRecord | None = None

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import re
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
@@ -83,12 +85,13 @@ def with_advertised(listeners: list[Listener], advertised: str) -> list[Listener
             if listener.name in told else listener for listener in listeners]
 
 
-def tls_context(values: dict, sasl: bool = False) -> ssl.SSLContext:
+def tls_context(values: Mapping[str, Any], sasl: bool = False, client_auth: str | None = None) -> ssl.SSLContext:
     """The server TLS context of SSL and SASL_SSL listeners, from Kafka's settings: a PEM
     keystore (one file: the private key and its certificate chain, as Kafka's PEM keystore file;
     `ssl.key.password` when the key is encrypted), a PEM truststore of CA certificates for client
     certificates, and ssl.client.auth, which a SASL_SSL listener (`sasl`) ignores as Kafka does
-    (Kafka applies only listener.name.sasl_ssl.ssl.client.auth there: SASL authenticates).
+    (Kafka applies only listener.name.sasl_ssl.ssl.client.auth there: SASL authenticates);
+    `client_auth` instead of ssl.client.auth (the replication port's, broker/node_tls.py).
     Raises ListenerError with one line when it cannot be built."""
     if values["ssl.keystore.type"].upper() != "PEM" or values["ssl.truststore.type"].upper() != "PEM":
         raise ListenerError("ssl.keystore.type and ssl.truststore.type: Gregor reads PEM files only "
@@ -97,7 +100,7 @@ def tls_context(values: dict, sasl: bool = False) -> ssl.SSLContext:
     if not keystore:
         raise ListenerError("an SSL or SASL_SSL listener needs ssl.keystore.location (a PEM file with the "
                             "private key and the certificate chain)")
-    auth = values["ssl.client.auth"].lower()
+    auth = (client_auth or values["ssl.client.auth"]).lower()
     if auth not in ("none", "requested", "required"):
         raise ListenerError(f"ssl.client.auth must be none, requested or required, not {auth!r}")
     if sasl:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
@@ -34,7 +35,7 @@ class NodeTls:
     client: ssl.SSLContext  # a follower's or a transaction coordinator's side
 
 
-def contexts(values: dict) -> NodeTls | None:
+def contexts(values: Mapping[str, Any]) -> NodeTls | None:
     """The contexts security.inter.broker.protocol asks for (None: PLAINTEXT); raises
     ListenerError with one line when they cannot be built."""
     protocol = values["security.inter.broker.protocol"].strip().upper()
@@ -46,7 +47,7 @@ def contexts(values: dict) -> NodeTls | None:
     if not values["ssl.truststore.location"]:
         raise ListenerError("security.inter.broker.protocol=SSL needs ssl.truststore.location (the CA certificates "
                             "every node's certificate is checked against) and ssl.keystore.location")
-    server = tls_context(dict(values, **{"ssl.client.auth": "required"}))
+    server = tls_context(values, client_auth="required")
     client = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     client.minimum_version = ssl.TLSVersion.TLSv1_2
     client.load_verify_locations(values["ssl.truststore.location"])  # loaded once already by tls_context

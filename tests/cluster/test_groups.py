@@ -104,7 +104,8 @@ def test_a_follower_that_has_not_read_a_topics_placement_reports_no_leader_not_i
     try:
         store.create_topic("spread", 2, {})
         config = {"node.id": 2, "broker.group": "a", "replica.lag.time.max.ms": 10000,
-                  "zookeeper.connect": "127.0.0.1:1/unused", "zookeeper.session.timeout.ms": 4000}
+                  "zookeeper.connect": "127.0.0.1:1/unused", "zookeeper.session.timeout.ms": 4000,
+                  "security.inter.broker.protocol": "PLAINTEXT"}
         cluster = Cluster(SimpleNamespace(config=config, store=store))
         cluster.record, cluster.members = GroupRecord(1, 3, (1, 2)), [1, 2]
         cluster.groups = {"a": (cluster.record, [1, 2]), "b": (GroupRecord(3, 1, (3, 4)), [3, 4])}
