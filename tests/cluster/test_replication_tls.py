@@ -13,11 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from kafka import KafkaAdminClient
-from kafka.admin import NewTopic
 
 from broker.replication import HELLO, MAGIC, VERSION, WELCOME
 from tests.cluster.conftest import wait_described
+from tests.cluster.test_failover import create_topic
 from tests.cluster.test_groups import transactions_read_committed
 from tests.security.brokers import STANDARD_AUTHORIZER
 from tests.security.tls import Certificates, make_certificates, node_keystore, read_until_closed
@@ -66,11 +65,7 @@ def test_groups_ship_fail_over_and_commit_transactions_through_tls(broker_group,
     a = broker_group(2, "a", first_id=1, **ssl_settings(certs))  # in sync: the log went through TLS
     b = broker_group(2, "b", first_id=3, **ssl_settings(certs))
     boot = f"{a.bootstrap},{b.bootstrap}"
-    admin = KafkaAdminClient(bootstrap_servers=boot, request_timeout_ms=20000)
-    try:
-        admin.create_topics([NewTopic("tls-spread", 4, -1)])
-    finally:
-        admin.close()
+    create_topic(a, "tls-spread", 4)  # its partitions spread over both groups
     parts = wait_described(boot, "tls-spread", 4)
     assert {p["leader_id"] for p in parts} == {a.master(), b.master()}
     # the coordinator's markers for the other group's partitions go through TLS too
