@@ -303,13 +303,15 @@ def gregor_single(run: Run, segment: int) -> Iterator[System]:
 
 
 @contextmanager
-def gregor_group(run: Run, name: str, segment: int, admin: bool = False) -> Iterator[System]:
+def gregor_group(run: Run, name: str, segment: int, admin: bool = False,
+                 settings: dict[str, str] | None = None) -> Iterator[System]:
     from tests.cluster.conftest import BrokerGroup
     data = run.tmp / f"gregor-{name}-{uuid.uuid4().hex[:6]}"
     data.mkdir(parents=True)
     connect = f"{run.zk.connect}/bench-{uuid.uuid4().hex[:12]}"
     group = BrokerGroup(data, connect, 3, name, {"commitlog.segment.bytes": str(segment),
-                                                  "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)})
+                                                  "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+                                                  **(settings or {})})
     if admin:
         for node in group.nodes.values():
             node.extra_args = ["--admin-port", "0"]
@@ -342,10 +344,10 @@ def kafka_single(run: Run) -> Iterator[System]:
 
 
 @contextmanager
-def kafka_cluster(run: Run, settings: dict[str, str]) -> Iterator[System]:
+def kafka_cluster(run: Run, settings: dict[str, str], inter_broker: str = "PLAINTEXT") -> Iterator[System]:
     from tests.oracle.kafka_cluster import KafkaCluster
     data = run.tmp / f"kafka-cluster-{uuid.uuid4().hex[:6]}"
-    cluster = KafkaCluster(data, settings)
+    cluster = KafkaCluster(data, settings, inter_broker=inter_broker)
     try:
         cluster.start(timeout=300)
         yield System("kafka", 3, cluster.bootstrap, 3,

@@ -29,16 +29,22 @@ NODE_HEAP = "512m"
 
 class KafkaCluster:
     """Nodes 1..size; `settings` go to every node (after REPLICATED, so they can override it),
-    `node_settings` to one node each (broker.rack)."""
+    `node_settings` to one node each (broker.rack). Each node listens on PLAINTEXT, which the
+    nodes also talk over, unless `inter_broker` names another protocol (SSL: with the ssl.*
+    settings in `settings`): then each node has a listener of that protocol too, and
+    inter.broker.listener.name is it."""
 
     def __init__(self, data_dir: Path, settings: dict[str, str] | None = None, size: int = 3,
                  version: str = KAFKA_VERSION, log_level: str = "WARN", heap: str = NODE_HEAP,
-                 node_settings: dict[int, dict[str, str]] | None = None) -> None:
+                 node_settings: dict[int, dict[str, str]] | None = None, inter_broker: str = "PLAINTEXT") -> None:
         self.data_dir = data_dir
         self.settings = {**REPLICATED, **(settings or {})}
         self.node_settings = node_settings or {}
-        if "listeners" in self.settings:
-            raise ValueError("a cluster node listens on PLAINTEXT only, on a port of its own")
+        if "listeners" in self.settings or "inter.broker.listener.name" in self.settings:
+            raise ValueError("a cluster node's listeners come from inter_broker, each on a port of its own")
+        self.protocols = ["PLAINTEXT"] if inter_broker == "PLAINTEXT" else ["PLAINTEXT", inter_broker]
+        if inter_broker != "PLAINTEXT":
+            self.settings["inter.broker.listener.name"] = inter_broker
         self.size = size
         self.version = version
         self.log_level = log_level
@@ -53,7 +59,7 @@ class KafkaCluster:
         self.nodes = {
             node: KafkaBroker(self.data_dir / f"node{node}",
                               {**self.settings, **self.node_settings.get(node, {}),
-                               "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"},
+                               "listeners": ",".join(f"{p}://127.0.0.1:{free_port()}" for p in self.protocols)},
                               self.version, self.log_level, node_id=node, quorum=quorum, heap=self.heap)
             for node in ids}
 
