@@ -22,6 +22,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
 
 from broker.cli_format import UsageError, parse_bootstrap, parse_properties
+from broker.sasl import jaas_login
 
 PROBE_TIMEOUT_S = 3.0
 CLIENT_ID = "gregor-cli"
@@ -36,7 +37,6 @@ CLIENT_PROPERTIES = {"security.protocol": "security_protocol", "sasl.mechanism":
                      "ssl.key.password": "ssl_password"}
 OTHER_PROPERTIES = ("sasl.jaas.config", "ssl.truststore.type", "ssl.keystore.type",
                     "ssl.endpoint.identification.algorithm")
-_JAAS_OPTION = re.compile(r'\b(username|password)\s*=\s*"([^"]*)"')
 
 
 class CliError(Exception):
@@ -123,7 +123,8 @@ def command_config(path: str) -> dict:
                            status=2)
     configs = {CLIENT_PROPERTIES[k]: v for k, v in properties.items() if k in CLIENT_PROPERTIES}
     if "sasl.jaas.config" in properties:  # `... required username="alice" password="...";`
-        options = dict(_JAAS_OPTION.findall(properties["sasl.jaas.config"]))
+        login = jaas_login(properties["sasl.jaas.config"])
+        options = login[1] if login else {}
         if "username" not in options or "password" not in options:
             raise CliError(f'--command-config {path}: sasl.jaas.config needs username="..." and password="..."',
                            status=2)

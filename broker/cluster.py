@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import trio
 from kazoo.exceptions import KazooException
 
-from broker import inter_broker, node_tls, peer, replication
+from broker import inter_broker, node_sasl, node_tls, peer, replication
 from broker.acl import CLUSTER_NAME, Op, Res
 from broker.cluster_security import ClusterSecurity
 from broker.cluster_state import (
@@ -81,6 +81,7 @@ class Cluster:
         self.group: str = config["broker.group"]
         self.lag_ms: int = config["replica.lag.time.max.ms"]
         self.tls = node_tls.contexts(config)  # the replication port's TLS (None: plain TCP)
+        self.sasl = node_sasl.login_settings(config)  # its SASL login (None: none)
         self.zk = ZooKeeper(config["zookeeper.connect"], self.group, config["zookeeper.session.timeout.ms"],
                             self._poke_from_thread)
         self.record: GroupRecord | None = None
@@ -234,6 +235,17 @@ class Cluster:
             if secure is None:
                 return
             stream = secure
+        if self.sasl is not None:
+            # the listeners' credentials (imported here: handlers import the broker, which imports this)
+            from broker.handlers.sasl import lookup as sasl_lookup
+            try:
+                host = replication._socket_of(stream).getpeername()[0]
+            except OSError:  # gone already
+                await trio.aclose_forcefully(stream)
+                return
+            if not await node_sasl.accept(self.sasl, stream, host, sasl_lookup(self.broker), self._may_act_for_cluster):
+                await trio.aclose_forcefully(stream)
+                return
         await replication.serve_follower(self, stream)
 
     def _may_act_for_cluster(self, principal: str, host: str) -> bool:
@@ -243,8 +255,16 @@ class Cluster:
             principal, host, Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME)
 
     async def connect_node(self, host: str, port: int) -> trio.abc.Stream:
-        """A connection to another node's replication port (TLS when security.inter.broker.protocol=SSL)."""
-        return await node_tls.connect(self.tls, host, port)
+        """A connection to another node's replication port: TLS with SSL and SASL_SSL between nodes,
+        then this node's SASL login with SASL_*; raises trio.BrokenResourceError when either fails."""
+        stream = await node_tls.connect(self.tls, host, port)
+        if self.sasl is not None:
+            try:
+                await node_sasl.login(self.sasl, stream, f"{host}:{port}")
+            except BaseException:
+                await trio.aclose_forcefully(stream)
+                raise
+        return stream
 
     async def serve_markers(self, stream: trio.abc.Stream, version: int) -> None:
         """Another group's transaction coordinator, on this node's replication port."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from broker import listeners as listeners_module
-from broker import node_tls
+from broker import node_sasl, node_tls
 from broker.acl import AUTHORIZER_CLASSES
 from broker.listeners import SASL_MECHANISMS, Listener, ListenerError
 from store import StoreConfig
@@ -89,10 +89,17 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
                                   "port, published in ZooKeeper)")),
     "replication.advertised.listener": (str, "", ("HOST:PORT followers are told to pull from, when they must reach "
                                                  "this node another way than the bound replication port")),
-    "security.inter.broker.protocol": (str, "PLAINTEXT", ("PLAINTEXT or SSL: the replication port, where a group's "
-                                                          "nodes ship the commitlog and send transaction markers; "
-                                                          "SSL: TLS with each node's certificate checked both ways "
-                                                          "(docs/replication.md)")),
+    "security.inter.broker.protocol": (str, "PLAINTEXT", ("PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL: the replication "
+                                                          "port, where a group's nodes ship the commitlog and send "
+                                                          "transaction markers; SSL: TLS with each node's certificate "
+                                                          "checked both ways; SASL_*: each node logs in as the user of "
+                                                          "sasl.jaas.config (docs/replication.md)")),
+    "sasl.mechanism.inter.broker.protocol": (str, "GSSAPI", ("PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512: how a node logs "
+                                                             "in to another (security.inter.broker.protocol=SASL_*); "
+                                                             "Kafka's default GSSAPI is not served")),
+    "sasl.jaas.config": (str, "", ("this node's login to other nodes with SASL_* between nodes, in Kafka's JAAS "
+                                   "form: org.apache.kafka.common.security.scram.ScramLoginModule required "
+                                   'username="NODE" password="SECRET";')),
     "replica.lag.time.max.ms": (int, 30000, "a follower not caught up within this leaves the sync-state set (ISR)"),
     "min.insync.replicas": (int, 1, "acks=all produce needs this many nodes in the sync-state set"),
     "broker.rack": (str, "", "this node's rack, as Metadata lists it (Kafka's broker.rack)"),
@@ -133,7 +140,7 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
 }
 
 
-SENSITIVE_SETTINGS = frozenset({"ssl.key.password", "admin.token"})  # never in DescribeConfigs or a log
+SENSITIVE_SETTINGS = frozenset({"ssl.key.password", "admin.token", "sasl.jaas.config"})  # never in DescribeConfigs or a log
 
 
 def _loopback(host: str) -> bool:
@@ -230,6 +237,7 @@ class BrokerConfig:
                 raise ConfigError("node.id must be 0 or more")
             try:
                 node_tls.contexts(self.values)
+                node_sasl.login_settings(self.values)
             except (ListenerError, OSError, ssl.SSLError) as exc:
                 raise ConfigError(str(exc)) from None
         selector = self.values["replica.selector.class"].strip()

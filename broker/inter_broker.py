@@ -4,7 +4,8 @@ channel between a cluster's nodes (MARKERS_MAGIC and the replication version, th
 request frame, answered with one Kafka response frame), not over a client listener: a listener's
 SASL, TLS and ACLs are for clients, and a coordinator that sent them to the first advertised
 listener failed where that listener required SASL; with security.inter.broker.protocol=SSL they
-go through TLS as the shipping does (broker/node_tls.py). Encoded and decoded with kafka-python's
+go through TLS as the shipping does (broker/node_tls.py), and with SASL_* after the node's
+SASL login (broker/node_sasl.py). Encoded and decoded with kafka-python's
 classes; one short connection per call (markers are written once per transaction and broker
 group, not per record)."""
 

@@ -24,7 +24,7 @@ import trio
 from broker.listeners import ListenerError, ssl_principal, tls_context
 
 log = logging.getLogger("gregor.replication")
-PROTOCOLS = ("PLAINTEXT", "SSL")
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 HANDSHAKE_TIMEOUT_S = 10.0
 _logged: set[tuple[str, str]] = set()  # (peer, reason) refusals already logged at warning level
 
@@ -33,30 +33,33 @@ _logged: set[tuple[str, str]] = set()  # (peer, reason) refusals already logged 
 class NodeTls:
     server: ssl.SSLContext  # the replication port's side: a node's certificate required
     client: ssl.SSLContext  # a follower's or a transaction coordinator's side
+    mutual: bool = True  # SSL: both ends show a certificate; SASL_SSL: the accepting node only
 
 
 def contexts(values: Mapping[str, Any]) -> NodeTls | None:
-    """The contexts security.inter.broker.protocol asks for (None: PLAINTEXT); raises
-    ListenerError with one line when they cannot be built."""
+    """The contexts security.inter.broker.protocol asks for (None: PLAINTEXT or SASL_PLAINTEXT);
+    raises ListenerError with one line when they cannot be built. SASL_SSL: the connecting node
+    checks the other's certificate, and shows none (SASL says who it is), as a SASL_SSL client."""
     protocol = values["security.inter.broker.protocol"].strip().upper()
     if protocol not in PROTOCOLS:
-        raise ListenerError(f"security.inter.broker.protocol must be PLAINTEXT or SSL, not {protocol!r}: the nodes "
-                            "of a Gregor cluster talk over the replication port, which takes no SASL")
-    if protocol == "PLAINTEXT":
+        raise ListenerError(f"security.inter.broker.protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
+    if protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
         return None
     if not values["ssl.truststore.location"]:
-        raise ListenerError("security.inter.broker.protocol=SSL needs ssl.truststore.location (the CA certificates "
-                            "every node's certificate is checked against) and ssl.keystore.location")
-    server = tls_context(values, client_auth="required")
+        raise ListenerError(f"security.inter.broker.protocol={protocol} needs ssl.truststore.location (the CA "
+                            "certificates every node's certificate is checked against) and ssl.keystore.location")
+    mutual = protocol == "SSL"
+    server = tls_context(values, client_auth="required" if mutual else "none")
     client = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     client.minimum_version = ssl.TLSVersion.TLSv1_2
     client.load_verify_locations(values["ssl.truststore.location"])  # loaded once already by tls_context
-    client.load_cert_chain(values["ssl.keystore.location"], password=values["ssl.key.password"] or None)
+    if mutual:
+        client.load_cert_chain(values["ssl.keystore.location"], password=values["ssl.key.password"] or None)
     algorithm = values["ssl.endpoint.identification.algorithm"].strip().lower()
     if algorithm not in ("https", ""):
         raise ListenerError(f"ssl.endpoint.identification.algorithm must be https or empty, not {algorithm!r}")
     client.check_hostname = algorithm == "https"
-    return NodeTls(server, client)
+    return NodeTls(server, client, mutual)
 
 
 def _refused(who: str, reason: str) -> None:
@@ -84,6 +87,8 @@ async def accept(tls: NodeTls, stream: trio.SocketStream,
     except (trio.BrokenResourceError, OSError) as exc:  # plaintext, no certificate, or one the truststore does not know
         reason = f"TLS handshake failed ({exc.__cause__ or exc})"
     else:
+        if not tls.mutual:  # SASL_SSL: the principal is the SASL login's (broker/node_sasl.py)
+            return secure
         principal = f"User:{ssl_principal(secure.getpeercert())}"
         if allowed(principal, host):
             return secure

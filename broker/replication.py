@@ -28,6 +28,9 @@ The wire, big-endian (Gregor's own, between Gregor nodes only):
                                      appends (the follower answers each chunk, empty or not, with HOLDS)
 The same port takes another group's transaction coordinator: MARKERS_MAGIC | version u8, then
 one WriteTxnMarkers request frame, answered with its response frame (broker/inter_broker.py).
+With security.inter.broker.protocol=SASL_* every connection first carries the connecting
+node's SASL login (broker/node_sasl.py, in broker/cluster.py's connect_node and
+_serve_replication): this module sees the stream after it.
 This module moves bytes; what they mean for the group (progress, the sync-state set, roles) is
 broker/cluster.py's, and the truncation point broker/cluster_state.py's.
 """
@@ -44,6 +47,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from broker.connection import send_buffers
+from broker.node_sasl import AuthenticationRefused
 from store import StorageFull, Store, StoreError
 from store.errors import ReplicationError
 
@@ -302,10 +306,11 @@ async def follow(cluster: Cluster, node: int, host: str, port: int, epoch: int) 
             log.info("cannot reach master %d at %s:%d for replication: %s", node, host, port, exc)
             if _refused(exc):
                 cluster.master_answers(node, False)
-        except trio.BrokenResourceError as exc:  # security.inter.broker.protocol=SSL: the handshake failed
+        except trio.BrokenResourceError as exc:  # TLS's handshake or the SASL login failed (broker/node_*.py)
             error = f"{exc.__cause__ or exc}"
+            what = "SASL login failed" if isinstance(exc, AuthenticationRefused) else "TLS handshake failed"
             (log.debug if error == last_error else log.error)(
-                "cannot follow master %d at %s:%d: TLS handshake failed (%s)", node, host, port, error)
+                "cannot follow master %d at %s:%d: %s (%s)", node, host, port, what, error)
             last_error = error
         else:
             cluster.master_answers(node, True)

@@ -35,6 +35,21 @@ MECHANISM_NAMES = {v: k for k, v in MECHANISM_CODES.items()}
 _PLAIN_ORDER = ("SCRAM-SHA-512", "SCRAM-SHA-256")  # the credentials PLAIN checks a password against
 
 
+_JAAS = re.compile(r'\s*([\w.$]+)\s+(?:required|requisite|sufficient|optional)\s*'
+                   r'((?:[\w.]+\s*=\s*"(?:[^"\\]|\\.)*"\s*)*);?\s*', re.DOTALL)
+_JAAS_OPTION = re.compile(r'([\w.]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def jaas_login(text: str) -> tuple[str, dict[str, str]] | None:
+    """Kafka's sasl.jaas.config, one login module: `<class> required key="value" ...;` as (class,
+    options), a backslash escaping the next character inside quotes (as Java's JAAS parser); None
+    when the text is not of that form."""
+    m = _JAAS.fullmatch(text)
+    if m is None:
+        return None
+    return m.group(1), {k: re.sub(r"\\(.)", r"\1", v) for k, v in _JAAS_OPTION.findall(m.group(2))}
+
+
 @dataclass(frozen=True, slots=True)
 class ScramCredential:
     """What the broker keeps of a password (RFC 5802 §3): enough to verify a proof, not to log in."""

@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from broker import node_sasl
 from broker.cli import build_parser, config_from_args
 from broker.config import ConfigError
 from tests.conftest import ROOT, TEST_SEGMENT_BYTES
@@ -36,8 +37,22 @@ def test_properties_file_then_set_overrides(tmp_path):
     (["--set", "num.partitions=0"], "num.partitions must be positive"),
     (["--set", "commitlog.segment.bytes=1000000"], "must exceed message.max.bytes"),
     (["--set", "replica.selector.class=com.example.Nearest"], "replica.selector.class: com.example.Nearest is not"),
-    (["--set", "zookeeper.connect=127.0.0.1:2181", "--set", "security.inter.broker.protocol=SASL_SSL"],
-     "security.inter.broker.protocol must be PLAINTEXT or SSL, not 'SASL_SSL'"),
+    (["--set", "zookeeper.connect=127.0.0.1:2181", "--set", "security.inter.broker.protocol=SASL"],
+     "security.inter.broker.protocol must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, not 'SASL'"),
+    (["--set", "zookeeper.connect=127.0.0.1:2181", "--set", "security.inter.broker.protocol=SASL_PLAINTEXT"],
+     "sasl.mechanism.inter.broker.protocol=GSSAPI: Gregor's nodes log in with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+    (["--set", "zookeeper.connect=127.0.0.1:2181", "--set", "security.inter.broker.protocol=SASL_PLAINTEXT",
+      "--set", "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512"], "needs sasl.jaas.config"),
+    (["--set", "zookeeper.connect=127.0.0.1:2181", "--set", "security.inter.broker.protocol=SASL_PLAINTEXT",
+      "--set", "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256", "--set",
+      'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="n" password="p";'],
+     "sasl.jaas.config names org.apache.kafka.common.security.plain.PlainLoginModule; SCRAM-SHA-256 logs in with"),
+    (["--set", "zookeeper.connect=127.0.0.1:2181", "--set", "security.inter.broker.protocol=SASL_PLAINTEXT",
+      "--set", "sasl.mechanism.inter.broker.protocol=PLAIN", "--set",
+      'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="n";'],
+     "sasl.jaas.config needs username="),
+    (["--set", "zookeeper.connect=127.0.0.1:2181", "--set", "security.inter.broker.protocol=SASL_SSL",
+      "--set", "sasl.mechanism.inter.broker.protocol=PLAIN"], "security.inter.broker.protocol=SASL_SSL needs ssl.truststore"),
     (["--set", "zookeeper.connect=127.0.0.1:2181", "--set", "security.inter.broker.protocol=SSL"],
      "security.inter.broker.protocol=SSL needs ssl.truststore.location"),
     (["--set", "zookeeper.connect=127.0.0.1:2181", "--set", "security.inter.broker.protocol=SSL",
@@ -46,6 +61,18 @@ def test_properties_file_then_set_overrides(tmp_path):
 def test_bad_settings_are_refused_with_the_setting_named(argv, message):
     with pytest.raises(ConfigError, match=message):
         parse(*argv)
+
+
+def test_a_nodes_sasl_login_is_read_from_kafkas_jaas_form():
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required\n  username="node-1" '
+            'password="p\\"w";')
+    config = parse("--set", "zookeeper.connect=127.0.0.1:2181", "--set", "security.inter.broker.protocol=SASL_PLAINTEXT",
+                   "--set", "sasl.mechanism.inter.broker.protocol=scram-sha-512", "--set", f"sasl.jaas.config={jaas}",
+                   "--set", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256")
+    login = node_sasl.login_settings(config.values)
+    assert (login.mechanism, login.username, login.password) == ("SCRAM-SHA-512", "node-1", 'p"w')
+    assert login.accepted == ("SCRAM-SHA-512", "PLAIN", "SCRAM-SHA-256")
+    assert "p\"w" not in repr(login)
 
 
 def test_cli_prints_one_plain_line_and_exits_2_on_bad_setting():
