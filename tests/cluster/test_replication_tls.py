@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from broker.replication import HELLO, MAGIC, VERSION, WELCOME
-from tests.cluster.conftest import wait_described
+from tests.cluster.conftest import BrokerGroup, wait_described
 from tests.cluster.test_failover import create_topic
 from tests.cluster.test_groups import transactions_read_committed
 from tests.security.brokers import STANDARD_AUTHORIZER
@@ -61,22 +61,29 @@ def node_context(certs, keystore: str) -> ssl.SSLContext:
     return context
 
 
-def test_groups_ship_fail_over_and_commit_transactions_through_tls(broker_group, certs):
-    a = broker_group(2, "a", first_id=1, **ssl_settings(certs))  # in sync: the log went through TLS
-    b = broker_group(2, "b", first_id=3, **ssl_settings(certs))
+def ship_fail_over_and_commit(a: BrokerGroup, b: BrokerGroup, topic: str) -> int:
+    """Two groups in sync (so the log went between their nodes): a topic spread over both, a
+    committed and an aborted transaction over it (the coordinator's markers for the other group go
+    over its replication port too), group a's master killed, and one more transaction read
+    through a's new master, which holds what came to it between the nodes. The killed node."""
     boot = f"{a.bootstrap},{b.bootstrap}"
-    create_topic(a, "tls-spread", 4)  # its partitions spread over both groups
-    parts = wait_described(boot, "tls-spread", 4)
+    create_topic(a, topic, 4)
+    parts = wait_described(boot, topic, 4)
     assert {p["leader_id"] for p in parts} == {a.master(), b.master()}
-    # the coordinator's markers for the other group's partitions go through TLS too
-    assert sorted(transactions_read_committed(boot, "tls-spread", (True, False))) == \
+    assert sorted(transactions_read_committed(boot, topic, (True, False))) == \
         sorted(f"c{i}".encode() for i in range(8))
     old = a.master()
     a.kill(old)
     a.master(other_than=old)
-    # what the new master of group a holds came to it through TLS; and markers reach it
-    values = transactions_read_committed(boot, "tls-spread", (True,), before=8)
+    values = transactions_read_committed(boot, topic, (True,), before=8)
     assert sorted(values) == sorted([f"c{i}".encode() for i in range(8)] * 2)
+    return old
+
+
+def test_groups_ship_fail_over_and_commit_transactions_through_tls(broker_group, certs):
+    a = broker_group(2, "a", first_id=1, **ssl_settings(certs))
+    b = broker_group(2, "b", first_id=3, **ssl_settings(certs))
+    ship_fail_over_and_commit(a, b, "tls-spread")
     for node in (a, b):
         for process in node.nodes.values():
             assert "Traceback" not in process.log()
