@@ -117,13 +117,13 @@ async def accept(sasl: NodeSasl, stream: trio.abc.Stream, host: str,
                                "security.inter.broker.protocol=SASL_PLAINTEXT or SASL_SSL alike")
                 return False
             mechanism = (await _receive_exactly(stream, length)).decode(errors="replace")
+            token = await _token(stream)  # sent with LOGIN: read before any answer, so a refusal is read
             if mechanism not in sasl.accepted:
                 await _refuse(sasl, stream, host, f"mechanism {mechanism!r} is not one this node accepts "
                                                   f"({', '.join(sasl.accepted)})")
                 return False
             authenticator = Authenticator(mechanism, lookup)
-            while not authenticator.done:
-                token = await _token(stream)
+            while True:
                 try:
                     answer = await trio.to_thread.run_sync(authenticator.step, token)  # PBKDF2: milliseconds
                 except AuthenticationFailed as exc:
@@ -135,7 +135,9 @@ async def accept(sasl: NodeSasl, stream: trio.abc.Stream, host: str,
                                                       "ClusterAction on the cluster (super.users or an ACL)")
                     return False
                 await stream.send_all(ANSWER.pack(status, len(answer)) + answer)
-            return True
+                if authenticator.done:
+                    return True
+                token = await _token(stream)
     except trio.TooSlowError:
         _refused(host, "no SASL login within 10 s")
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ValueError) as exc:
@@ -188,11 +190,13 @@ async def login(sasl: NodeSasl, stream: trio.abc.Stream, where: str) -> None:
                         scram.process_server_final_message(answer)  # raises: the server did not know the password
                     return
             raise AuthenticationRefused(f"{where} did not end the SASL {sasl.mechanism} login")
+    except AuthenticationRefused:
+        raise
     except trio.TooSlowError:
         raise AuthenticationRefused(f"no SASL login with {where} within 10 s") from None
     except (ValueError, KeyError) as exc:  # ScramClient's: a malformed or wrong server message
         raise AuthenticationRefused(f"SASL login with {where} failed: {exc}") from None
-    except (trio.ClosedResourceError, OSError) as exc:
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:  # the other end closed
         raise AuthenticationRefused(f"SASL login with {where} failed: {exc}") from exc
 
 
