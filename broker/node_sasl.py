@@ -87,6 +87,8 @@ def login_settings(values: Mapping[str, Any]) -> NodeSasl | None:
 
 
 async def _receive_exactly(stream: trio.abc.ReceiveStream, size: int) -> bytes:
+    """replication.receive_exactly's loop, here because broker/config.py checks these settings at
+    import of every node (config -> node_sasl), and replication imports the broker, hence config."""
     buf = bytearray()
     while len(buf) < size:
         chunk = await stream.receive_some(size - len(buf))
