@@ -18,7 +18,7 @@ from broker.broker import Broker
 from broker.handlers import dispatch
 from broker.handlers.produce import DurableResponse
 from broker.handlers.sasl import AuthenticationFailure, authenticate
-from broker.listeners import Listener, SaslSession, ssl_principal
+from broker.listeners import Listener, SaslSession, certificate_refused, ssl_principal
 from broker.peer import listener as peer_listener
 from broker.peer import peer_host, sasl_session, tls_subject
 from broker.sasl import AuthenticationFailed
@@ -62,7 +62,7 @@ async def serve_connection(broker: Broker, listener: Listener, tls: ssl.SSLConte
             except (trio.BrokenResourceError, trio.TooSlowError, trio.ClosedResourceError) as exc:
                 # a plaintext client, a failed certificate check, a truncated handshake: this connection only
                 cause = exc.__cause__ or exc
-                if _certificate_refused(cause):
+                if certificate_refused(cause):
                     broker.failed_authentications.record(ip, trio.current_time() * 1000)
                 log.info("closing %s: TLS handshake failed (%s)", peer, cause.__class__.__name__ + (f": {cause}" if str(cause) else ""))
                 await stream.aclose()
@@ -243,13 +243,6 @@ def _after_flush(broker: Broker, request, pending: DurableResponse, frame_size: 
         return response
 
     return durable
-
-
-def _certificate_refused(cause: BaseException) -> bool:
-    """A client certificate that failed verification, or none where one is required: a failed
-    authentication (failed.authentication.limit), unlike a plaintext client or a cut handshake."""
-    return (isinstance(cause, ssl.SSLCertVerificationError)
-            or getattr(cause, "reason", None) == "PEER_DID_NOT_RETURN_A_CERTIFICATE")
 
 
 def _peer(stream: trio.SocketStream) -> str:

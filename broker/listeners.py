@@ -131,6 +131,13 @@ _RDN_NAMES = {"commonName": "CN", "countryName": "C", "localityName": "L", "stat
               "domainComponent": "DC", "userId": "UID"}  # the keywords Java's RFC 2253 form uses
 
 
+def certificate_refused(cause: BaseException) -> bool:
+    """A peer certificate that failed verification, or none where one is required: a failed
+    authentication (failed.authentication.limit), unlike a plaintext client or a cut handshake."""
+    return (isinstance(cause, ssl.SSLCertVerificationError)
+            or getattr(cause, "reason", None) == "PEER_DID_NOT_RETURN_A_CERTIFICATE")
+
+
 def ssl_principal(cert: dict | None) -> str:
     """Kafka's DEFAULT ssl.principal.mapping.rules: the client certificate's subject as Java's
     X500Principal.getName() writes it (RFC 2253: most specific first, "CN=alice,OU=eng,O=acme"),
