@@ -41,6 +41,8 @@ from broker.cluster_state import (
 )
 from broker.cluster_topics import ClusterTopics
 from broker.inter_broker import MarkersNotWritten
+from broker.listeners import ssl_principal
+from broker.node_access import NodeAccess
 from broker.txn_state import OFFSETS_MARKER
 from broker.zk import ZooKeeper
 from protocol.errors import ErrorCode
@@ -82,6 +84,7 @@ class Cluster:
         self.lag_ms: int = config["replica.lag.time.max.ms"]
         self.tls = node_tls.contexts(config)  # the replication port's TLS (None: plain TCP)
         self.sasl = node_sasl.login_settings(config)  # its SASL login (None: none)
+        self.access = NodeAccess.from_config(config)  # the port's failed logins, its authenticated connections
         self.zk = ZooKeeper(config["zookeeper.connect"], self.group, config["zookeeper.session.timeout.ms"],
                             self._poke_from_thread)
         self.record: GroupRecord | None = None
@@ -229,24 +232,56 @@ class Cluster:
         return None if info is None else (info["replication_host"], info["replication_port"])
 
     async def _serve_replication(self, stream: trio.SocketStream) -> None:
-        """A connection to the replication port: a follower, or another group's transaction coordinator."""
+        """A connection to the replication port: a follower, or another group's transaction
+        coordinator. With TLS or SASL between nodes, the authenticated principal's connection is
+        closed once it loses ClusterAction (broker/node_access.py)."""
+        try:
+            host = stream.socket.getpeername()[0]
+        except OSError:  # gone already
+            await trio.aclose_forcefully(stream)
+            return
+        refused = self.access.refusal(host, trio.current_time() * 1000)
+        if refused is not None:  # closed unanswered, as a listener does; logged once a window
+            log.log(logging.WARNING if refused.first else logging.DEBUG, "refused a replication connection from %s: %s",
+                    host, refused.reason)
+            await trio.aclose_forcefully(stream)
+            return
+        principal = None
         if self.tls is not None:
-            secure = await node_tls.accept(self.tls, stream, self._may_act_for_cluster)
+            secure = await node_tls.accept(self.tls, stream, self._may_act_for_cluster, self._failed_login)
             if secure is None:
                 return
+            if self.tls.mutual:
+                principal = f"User:{ssl_principal(secure.getpeercert())}"
             stream = secure
         if self.sasl is not None:
             # the listeners' credentials (imported here: handlers import the broker, which imports this)
             from broker.handlers.sasl import lookup as sasl_lookup
+            principal = await node_sasl.accept(self.sasl, stream, host, sasl_lookup(self.broker),
+                                               self._may_act_for_cluster, self._failed_login)
+            if principal is None:
+                await trio.aclose_forcefully(stream)
+                return
+        with trio.CancelScope() as scope:
+            if principal is not None:
+                self.access.opened(scope, principal, host)
             try:
-                host = replication._socket_of(stream).getpeername()[0]
-            except OSError:  # gone already
-                await trio.aclose_forcefully(stream)
-                return
-            if not await node_sasl.accept(self.sasl, stream, host, sasl_lookup(self.broker), self._may_act_for_cluster):
-                await trio.aclose_forcefully(stream)
-                return
-        await replication.serve_follower(self, stream)
+                await replication.serve_follower(self, stream)
+            finally:
+                self.access.closed(scope)
+
+    def _failed_login(self, host: str) -> None:
+        self.access.record_failure(host, trio.current_time() * 1000)
+
+    def _close_revoked_connections(self) -> None:
+        """Close the replication connections whose principal lost ClusterAction since they logged in."""
+        broker = self.broker
+        if broker.authorizer is None or not self.access.open:
+            return
+        for scope, principal, host in self.access.revoked(self.store.acl_changes, self._may_act_for_cluster):
+            log.warning("closing the replication connection of %s from %s: it is no longer allowed ClusterAction "
+                        "on the cluster", principal, host)
+            scope.cancel()
 
     def _may_act_for_cluster(self, principal: str, host: str) -> bool:
         """Kafka's ClusterAction on the cluster, asked of another node's certificate principal."""
@@ -430,6 +465,7 @@ class Cluster:
                     with trio.move_on_after(STEP_S):
                         await self._changed.wait()
                     self._changed = trio.Event()
+                    self._close_revoked_connections()
                     if self.store.offline is not None:
                         await self._halt_on_failed_disk()
                     try:

@@ -108,43 +108,48 @@ async def _token(stream: trio.abc.ReceiveStream) -> bytes:
 # ---- the accepting node -------------------------------------------------------------------
 async def accept(sasl: NodeSasl, stream: trio.abc.Stream, host: str,
                  lookup: Callable[[str, str], ScramCredential | None],
-                 allowed: Callable[[str, str], bool]) -> bool:
-    """The SASL login that opens a connection to the replication port; False (logged, the
-    connection then closed by the caller) when it fails or `allowed(principal, host)` refuses."""
+                 allowed: Callable[[str, str], bool], failed: Callable[[str], None]) -> str | None:
+    """The SASL login that opens a connection to the replication port: the principal it logged in
+    as ("User:<name>"), or None (logged, the connection then closed by the caller) when it fails
+    or `allowed(principal, host)` refuses. Wrong credentials are also a failed authentication of
+    the host: `failed(host)` (failed.authentication.limit), as at a SASL listener."""
     try:
         with trio.fail_after(HANDSHAKE_TIMEOUT_S):
             magic, length = LOGIN.unpack(await _receive_exactly(stream, LOGIN.size))
             if magic != MAGIC:
                 _refused(host, f"no SASL login (it began with {magic!r}): every node of the cluster needs "
                                "security.inter.broker.protocol=SASL_PLAINTEXT or SASL_SSL alike")
-                return False
+                return None
             mechanism = (await _receive_exactly(stream, length)).decode(errors="replace")
             token = await _token(stream)  # sent with LOGIN: read before any answer, so a refusal is read
             if mechanism not in sasl.accepted:
                 await _refuse(sasl, stream, host, f"mechanism {mechanism!r} is not one this node accepts "
                                                   f"({', '.join(sasl.accepted)})")
-                return False
+                return None
             authenticator = Authenticator(mechanism, lookup)
             while True:
                 try:
                     answer = await trio.to_thread.run_sync(authenticator.step, token)  # PBKDF2: milliseconds
                 except AuthenticationFailed as exc:
+                    failed(host)
                     await _refuse(sasl, stream, host, str(exc), exc.reason)
-                    return False
-                status = LOGGED_IN if authenticator.done else GO_ON
-                if status == LOGGED_IN and not allowed(f"User:{authenticator.principal}", host):
-                    await _refuse(sasl, stream, host, f"principal User:{authenticator.principal} is not allowed "
+                    return None
+                if not authenticator.done:
+                    await stream.send_all(ANSWER.pack(GO_ON, len(answer)) + answer)
+                    token = await _token(stream)
+                    continue
+                principal = f"User:{authenticator.principal}"
+                if not allowed(principal, host):
+                    await _refuse(sasl, stream, host, f"principal {principal} is not allowed "
                                                       "ClusterAction on the cluster (super.users or an ACL)")
-                    return False
-                await stream.send_all(ANSWER.pack(status, len(answer)) + answer)
-                if authenticator.done:
-                    return True
-                token = await _token(stream)
+                    return None
+                await stream.send_all(ANSWER.pack(LOGGED_IN, len(answer)) + answer)
+                return principal
     except trio.TooSlowError:
         _refused(host, "no SASL login within 10 s")
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ValueError) as exc:
         _refused(host, f"SASL login failed ({exc})")
-    return False
+    return None
 
 
 async def _refuse(sasl: NodeSasl, stream: trio.abc.Stream, host: str, why: str, reason: str | None = None) -> None:

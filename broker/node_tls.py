@@ -21,7 +21,7 @@ from typing import Any
 
 import trio
 
-from broker.listeners import ListenerError, ssl_principal, tls_context
+from broker.listeners import ListenerError, certificate_refused, ssl_principal, tls_context
 
 log = logging.getLogger("gregor.replication")
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -69,10 +69,11 @@ def _refused(who: str, reason: str) -> None:
     _logged.add((who, reason))
 
 
-async def accept(tls: NodeTls, stream: trio.SocketStream,
-                 allowed: Callable[[str, str], bool]) -> trio.SSLStream | None:
+async def accept(tls: NodeTls, stream: trio.SocketStream, allowed: Callable[[str, str], bool],
+                 failed: Callable[[str], None]) -> trio.SSLStream | None:
     """The TLS side of a connection to the replication port; None (logged) when the handshake
-    fails or `allowed(principal, host)` refuses the peer's principal."""
+    fails or `allowed(principal, host)` refuses the peer's principal. A refused certificate is
+    also a failed authentication of its host: `failed(host)` (failed.authentication.limit)."""
     try:
         host = stream.socket.getpeername()[0]
     except OSError:  # gone already
@@ -86,6 +87,8 @@ async def accept(tls: NodeTls, stream: trio.SocketStream,
         reason = "no TLS handshake within 10 s"
     except (trio.BrokenResourceError, OSError) as exc:  # plaintext, no certificate, or one the truststore does not know
         reason = f"TLS handshake failed ({exc.__cause__ or exc})"
+        if certificate_refused(exc.__cause__ or exc):
+            failed(host)
     else:
         if not tls.mutual:  # SASL_SSL: the principal is the SASL login's (broker/node_sasl.py)
             return secure

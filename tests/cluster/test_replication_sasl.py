@@ -6,7 +6,9 @@ listener checks a client (broker/node_sasl.py).
 Groups ship their logs, fail over and commit transactions across groups with SCRAM between the
 nodes; the port refuses a wrong password, an unknown mechanism, a user not allowed
 ClusterAction (with an authorizer) and a node that does not log in, so such a node never joins
-the sync-state set, and joins once its login is right; with SASL_SSL the login goes through TLS."""
+the sync-state set, and joins once its login is right; with SASL_SSL the login goes through TLS.
+A node whose user loses ClusterAction is cut off until it has it again, and repeated failed
+logins close the port to their address (broker/node_access.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,15 @@ import ssl
 import time
 
 import pytest
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.net.sasl.scram import ScramClient
 
@@ -173,3 +184,55 @@ def test_sasl_ssl_logs_in_through_tls_without_node_certificates(broker_group, tm
     with socket.create_connection(address, timeout=10) as raw, \
             context.wrap_socket(raw, server_hostname=address[0]) as tls:
         assert login(tls, "SCRAM-SHA-512", "node", "node-secret")[0] == LOGGED_IN
+
+
+def test_a_node_that_loses_cluster_action_is_cut_off_until_allowed_again(broker_group):
+    """Kafka authorizes each replica fetch, so a deleted ACL stops the next one; a follower's
+    stream is one exchange, so its connection is closed instead, and its next login refused."""
+    settings = {**sasl_settings(), "authorizer.class.name": STANDARD_AUTHORIZER,
+                "super.users": "User:ANONYMOUS",  # the clients (PLAINTEXT listener); the nodes by ACL only
+                "replica.lag.time.max.ms": "3000"}
+    group = broker_group(2, start=False, **settings)
+    first, second = group.nodes.values()
+    add_users(first.data_dir, USERS)
+    first.start(timeout=60)
+    master = group.master()
+    admin = AdminClient({"bootstrap.servers": first.bootstrap})
+    binding = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:node", "*",
+                         AclOperation.CLUSTER_ACTION, AclPermissionType.ALLOW)
+    for future in admin.create_acls([binding]).values():
+        assert future.result(timeout=30) is None
+    second.start(timeout=60)
+    assert sorted(group.wait_sync_state_set(2)) == [1, 2]
+
+    cluster_filter = AclBindingFilter(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.ANY, None, None,
+                                      AclOperation.ANY, AclPermissionType.ANY)
+    for future in admin.delete_acls([cluster_filter]).values():
+        assert future.result(timeout=30) == [binding]
+    deadline = time.monotonic() + 30
+    while group.state()[0]["sync_state_set"] != [master]:
+        assert time.monotonic() < deadline, "the node without ClusterAction stayed in the sync-state set"
+        time.sleep(0.2)
+    assert ("closing the replication connection of User:node from 127.0.0.1: it is no longer allowed "
+            "ClusterAction on the cluster") in group.nodes[master].log()
+    time.sleep(2)  # its logins meanwhile are refused
+    assert "principal User:node is not allowed ClusterAction" in group.nodes[master].log()
+    assert group.state()[0]["sync_state_set"] == [master]
+
+    for future in admin.create_acls([binding]).values():
+        assert future.result(timeout=30) is None
+    assert sorted(group.wait_sync_state_set(2)) == [1, 2]
+
+
+def test_repeated_failed_logins_close_the_port_to_their_address_and_not_the_listeners(broker_group):
+    group = started(broker_group(1, start=False, **sasl_settings(), **{"failed.authentication.limit": "3"}), 1)
+    master = group.master()
+    address = group.replication_address(master)
+    for _ in range(3):
+        assert welcome_after_login(address, "SCRAM-SHA-512", "node", "a-guess")[0] == REFUSED
+    with pytest.raises(ConnectionError):  # the right password too: closed as it is accepted, unanswered
+        welcome_after_login(address, "SCRAM-SHA-512", "node", "node-secret")
+    assert ("failed.authentication.limit (3 within 60000 ms) reached for 127.0.0.1"
+            in group.nodes[master].log())
+    admin = AdminClient({"bootstrap.servers": group.bootstrap})  # the port keeps its own count
+    assert admin.list_topics(timeout=15).brokers

@@ -3,7 +3,8 @@ groups' transaction markers) speaks TLS, and both ends show a certificate the cl
 
 A group ships its log, fails over and commits transactions across groups through TLS; the port
 refuses plaintext, a certificate of another CA, and (with an authorizer) a principal that is not
-allowed ClusterAction, so a node with such a certificate never joins the sync-state set."""
+allowed ClusterAction, so a node with such a certificate never joins the sync-state set. A
+refused certificate counts towards failed.authentication.limit at the port."""
 
 from __future__ import annotations
 
@@ -113,3 +114,17 @@ def test_the_replication_port_takes_only_nodes_the_cluster_trusts(broker_group, 
     assert "principal User:CN=intruder,O=Gregor tests is not allowed ClusterAction" in log
     assert "TLS handshake failed" in log
     assert "closed the TLS connection before welcoming this node" in group.nodes[3].log()
+
+
+def test_refused_certificates_count_as_failed_logins_at_the_port(broker_group, certs):
+    group = broker_group(1, **ssl_settings(certs), **{"failed.authentication.limit": "2"})
+    master = group.master()
+    address = group.replication_address(master)
+    assert welcome_over_tls(address, node_context(certs, "stranger")) == b""  # another CA: refused, counted
+    with socket.create_connection(address, timeout=10) as raw:  # a plaintext follower: refused, not counted
+        raw.sendall(HELLO.pack(MAGIC, VERSION, 99, 0, 0))
+        assert read_until_closed(raw, 15)[0]
+    assert WELCOME.unpack(welcome_over_tls(address, node_context(certs, "node")))[0] == 0
+    assert welcome_over_tls(address, node_context(certs, "stranger")) == b""
+    assert welcome_over_tls(address, node_context(certs, "node")) == b""  # the limit: closed as accepted
+    assert "failed.authentication.limit (2 within 60000 ms) reached for 127.0.0.1" in group.nodes[master].log()
