@@ -1,12 +1,14 @@
 """Failover of a 3-node broker group under idempotent acks=all load from real clients: the
 master is SIGKILLed, a new one is elected from the sync-state set, no acknowledged record is
 lost or duplicated and each partition keeps its order; the old master returns, truncates what
-the new master never had, catches up and rejoins the set."""
+the new master never had, catches up and rejoins the set. A master stopped cleanly (SIGTERM)
+hands over at once."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -138,6 +140,36 @@ def test_sigkill_master_under_idempotent_acks_all_load_loses_and_duplicates_noth
     stored = read_all(group, topic)
     check_log(stored, load)
     assert len(load.acked) >= 6 * CHUNK
+
+
+def test_a_master_stopped_cleanly_hands_over_at_once_under_idempotent_acks_all_load(broker_group):
+    """A rolling restart: SIGTERM ends the master's ZooKeeper session as it stops, so a member of
+    the sync-state set claims the next epoch at once, not after the session timeout (Kafka's
+    controlled shutdown moves leadership before its broker stops)."""
+    group = broker_group(3)
+    client = make_client("confluent-kafka", group.bootstrap)
+    topic = "clean-stop"
+    create_topic(group, topic)
+    load = LoadLoop(client, topic)
+    load.start()
+    try:
+        load.wait_chunks(3, timeout=120)
+        old = group.master()
+        stopped_at = time.monotonic()
+        assert group.nodes[old].stop(signal.SIGTERM) == 0, group.nodes[old].log()[-3000:]
+        new = group.master(timeout=30, other_than=old)
+        handover_s = time.monotonic() - stopped_at
+        assert handover_s < SESSION_TIMEOUT_MS / 2000, f"a new master after {handover_s:.1f} s: the session timed out"
+        done = load.chunks_acked
+        load.wait_chunks(done + 3, timeout=60)
+    finally:
+        load.stop_event.set()
+        load.join(120)
+    assert "Traceback" not in group.nodes[old].log()
+    group.restart(old)  # a clean stop's checkpoint: it follows the new master from where it stopped
+    assert sorted(group.wait_sync_state_set(3)) == [1, 2, 3]
+    assert group.master() == new
+    check_log(read_all(group, topic), load)
 
 
 def test_returning_master_truncates_and_serves_identical_data_after_failing_over_back(broker_group):
