@@ -46,7 +46,8 @@ lowest and highest round):
   master first acknowledges an acks=all Produce request sent straight to every surviving node
   (DirectProbe: the broker's part, without librdkafka's once-a-second leader lookup), and until the
   prober's next acks=all write is acknowledged; restart the node, wait for a full sync-state set
-  (Kafka: ISR of 3), again.
+  (Kafka: ISR of 3), again. Then --stops clean stops the same way (SIGTERM: Kafka's controlled
+  shutdown), where the prober's figure is the longest pause between its acknowledgements.
 
 A full run (the defaults, Kafka included) takes about an hour on the 2-core machine; --quick with
 --repeat 1, or --only failover --gregor-only --repeat 1, a few minutes.
@@ -56,7 +57,7 @@ of at 1 partition; failover p50 <= 5 s. Rewrites the "Replication (issue 18)" se
 docs/benchmarks.md. Everything listens on 127.0.0.1; only the processes started here are stopped.
 
 Run: .venv/bin/python bench/replication_bench.py [--repeat N] [--seconds S] [--gregor-only] [--quick]
-                                                 [--no-docs] [--kills N] [--kafka-kills N]
+                                                 [--no-docs] [--kills N] [--kafka-kills N] [--stops N]
                                                  [--partitions N] [--kafka-partitions N] [--json PATH]
                                                  [--cold-page-cache] [--only STEP ...]
 """
@@ -65,6 +66,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import itertools
 import json
 import os
 import platform
@@ -131,6 +133,7 @@ LATENCY_RATE = 200  # records/s, one per request: a 3-node Kafka (512 MB JVMs, 2
 LATENCY_WARM_UP_S = 1.0  # the first second's records are not counted (connections, metadata of a new topic)
 PROBE_INTERVAL_S = 0.01
 STALE_ACK_S = 0.5  # a prober ack within this of the kill answers a request the old master served
+CLEAN_STOP_WATCH_S = 3.0  # after a clean stop's new master, the prober's pauses are looked for this long
 
 # The child processes: follower-lag load, fixed-rate latency and the failover prober. bench/loadgen.py's
 # producer settings, with delivery reports for the sampled records (loadgen reports only errors).
@@ -746,6 +749,12 @@ class Prober:
             time.sleep(0.005)
         return None
 
+    def longest_pause(self, start: float, end: float) -> float:
+        """The longest time without an acknowledgement between `start` and `end` (waits for `end`)."""
+        time.sleep(max(0.0, end - time.monotonic()))
+        times = [start] + self.acks[bisect.bisect_right(self.acks, start):bisect.bisect_right(self.acks, end)] + [end]
+        return max(b - a for a, b in itertools.pairwise(times))
+
     def wait_steady(self, timeout: float = 60.0) -> None:
         """Until a write was acknowledged in the last half second."""
         deadline = time.monotonic() + timeout
@@ -833,24 +842,43 @@ def measure_failover(run: Run, broker: str, rnd: int) -> None:
         create_topics(system.bootstrap, ["probe"], 1, 3)
         prober = Prober(system.bootstrap, "probe", run.tmp / f"prober-{broker}-{rnd}.log")
         try:
-            (gregor_kills if broker == "gregor" else kafka_kills)(run, system, prober, rnd, kills)
+            stop_leader = gregor_kills if broker == "gregor" else kafka_kills
+            stop_leader(run, system, prober, rnd, kills, signal.SIGKILL)
+            stop_leader(run, system, prober, rnd, run.args.stops, signal.SIGTERM)
         finally:
             prober.stop()
 
 
 def _kill_figure(run: Run, broker: str, rnd: int, i: int, kills: int, victim: int, elected: int,
-                 t0: float, t_elect: float, t_direct: float | None, t_write: float | None) -> None:
-    if t_write is None or t_direct is None:
-        raise RuntimeError(f"no acks=all write acknowledged within 120 s of kill {i + 1} "
-                           f"(direct: {t_direct}, producer: {t_write})")
-    fig = run.record(kind="failover", broker=broker, round=rnd, kill=i, victim=victim, elected=elected,
-                     to_master_s=t_elect - t0, to_direct_s=t_direct - t0, to_write_s=t_write - t0)
-    print(f"  {broker:6} kill {i + 1}/{kills}: node {victim} -> {elected}: new master/leader after "
+                 t0: float, t_elect: float, t_direct: float | None, prober: Prober, sig: int) -> None:
+    """One kill's figures. SIGKILL: until the prober's next acks=all write (the ones answered in
+    STALE_ACK_S after the kill were served before it). SIGTERM (a clean stop): the longest pause
+    between the prober's acknowledgements, from the signal until CLEAN_STOP_WATCH_S after the
+    new master was named, since its writes may go on with hardly a pause."""
+    if sig == signal.SIGKILL:
+        t_write = prober.first_ack_after(t0 + STALE_ACK_S, 120)
+        if t_write is None or t_direct is None:
+            raise RuntimeError(f"no acks=all write acknowledged within 120 s of kill {i + 1} "
+                               f"(direct: {t_direct}, producer: {t_write})")
+        fig = run.record(kind="failover", broker=broker, round=rnd, kill=i, victim=victim, elected=elected,
+                         to_master_s=t_elect - t0, to_direct_s=t_direct - t0, to_write_s=t_write - t0)
+        print(f"  {broker:6} kill {i + 1}/{kills}: node {victim} -> {elected}: new master/leader after "
+              f"{fig['to_master_s']:.2f} s, it acknowledges acks=all after {fig['to_direct_s']:.2f} s, the "
+              f"producer's acks=all write after {fig['to_write_s']:.2f} s", flush=True)
+        return
+    pause = prober.longest_pause(t0, t_elect + CLEAN_STOP_WATCH_S)
+    if t_direct is None:
+        raise RuntimeError(f"no acks=all write acknowledged within 120 s of clean stop {i + 1}")
+    fig = run.record(kind="clean-stop", broker=broker, round=rnd, stop=i, victim=victim, elected=elected,
+                     to_master_s=t_elect - t0, to_direct_s=t_direct - t0, pause_s=pause)
+    print(f"  {broker:6} clean stop {i + 1}/{kills}: node {victim} -> {elected}: new master/leader after "
           f"{fig['to_master_s']:.2f} s, it acknowledges acks=all after {fig['to_direct_s']:.2f} s, the "
-          f"producer's acks=all write after {fig['to_write_s']:.2f} s", flush=True)
+          f"producer's acknowledgements paused {pause:.2f} s at most", flush=True)
 
 
-def gregor_kills(run: Run, system: System, prober: Prober, rnd: int, kills: int) -> None:
+def gregor_kills(run: Run, system: System, prober: Prober, rnd: int, kills: int, sig: int) -> None:
+    """`kills` times: signal the master (SIGKILL: a crash; SIGTERM: a clean stop) and time the
+    handover (_kill_figure), then restart the node."""
     from kazoo.client import KazooClient
     group = system.group
     zk = KazooClient(hosts=system.zk_connect, timeout=10)
@@ -863,7 +891,7 @@ def gregor_kills(run: Run, system: System, prober: Prober, rnd: int, kills: int)
             victim = record["master"]
             direct = DirectProbe([group.address(n) for n in group.nodes if n != victim], "probe")
             t0 = time.monotonic()
-            group.kill(victim)
+            group.nodes[victim].proc.send_signal(sig)  # not waiting for it to end: timed from the signal
             direct.start()
             deadline = t0 + 120
             while True:  # until ZooKeeper names another master that is live
@@ -876,8 +904,8 @@ def gregor_kills(run: Run, system: System, prober: Prober, rnd: int, kills: int)
                     raise RuntimeError(f"no new master 120 s after killing node {victim}: {record}, live {live}")
                 time.sleep(0.01)
             t_direct = direct.result(120)
-            t_write = prober.first_ack_after(t0 + STALE_ACK_S, 120)
-            _kill_figure(run, "gregor", rnd, i, kills, victim, record["master"], t0, t_elect, t_direct, t_write)
+            _kill_figure(run, "gregor", rnd, i, kills, victim, record["master"], t0, t_elect, t_direct, prober, sig)
+            group.kill(victim, sig)  # until it has ended
             group.restart(victim)
     finally:
         zk.stop()
@@ -891,7 +919,8 @@ def _kafka_partition(admin: AdminClient, topic: str):
     return meta.partitions[0]
 
 
-def kafka_kills(run: Run, system: System, prober: Prober, rnd: int, kills: int) -> None:
+def kafka_kills(run: Run, system: System, prober: Prober, rnd: int, kills: int, sig: int) -> None:
+    """gregor_kills for Kafka: the partition leader's node (SIGTERM: Kafka's controlled shutdown)."""
     cluster = system.group
     admin = AdminClient({"bootstrap.servers": system.bootstrap, "log_level": 3})
     for i in range(kills):
@@ -910,7 +939,7 @@ def kafka_kills(run: Run, system: System, prober: Prober, rnd: int, kills: int) 
         victim = part.leader
         direct = DirectProbe([cluster.nodes[n].bootstrap for n in cluster.nodes if n != victim], "probe")
         t0 = time.monotonic()
-        cluster.kill(victim)
+        cluster.nodes[victim].proc.send_signal(sig)
         direct.start()
         deadline = t0 + 120
         while True:
@@ -925,8 +954,8 @@ def kafka_kills(run: Run, system: System, prober: Prober, rnd: int, kills: int) 
                 raise RuntimeError(f"no new leader of probe-0 120 s after killing node {victim}: {part}")
             time.sleep(0.01)
         t_direct = direct.result(120)
-        t_write = prober.first_ack_after(t0 + STALE_ACK_S, 120)
-        _kill_figure(run, "kafka", rnd, i, kills, victim, part.leader, t0, t_elect, t_direct, t_write)
+        _kill_figure(run, "kafka", rnd, i, kills, victim, part.leader, t0, t_elect, t_direct, prober, sig)
+        cluster.kill(victim, sig)  # until it has ended
         cluster.restart(victim, timeout=180)
 
 
@@ -1136,6 +1165,29 @@ def report(run: Run, meta: dict) -> str:
                 f"{_fmt(spread(stats[f'{m}_p50']), 2, ' s')} / {_fmt(spread(stats[f'{m}_max']), 2, ' s')}"
                 for m in ("to_master_s", "to_direct_s", "to_write_s")) + " |")
 
+    stops = [r for r in results if r["kind"] == "clean-stop"]
+    if stops:
+        lines += ["", "### Clean stop (a rolling restart)", "",
+                  ("The same groups after their kills: SIGTERM to the master (Kafka: to the partition leader's node, "
+                   "whose controlled shutdown moves its leaderships before it stops), with a full sync-state set "
+                   "(ISR of 3) before. Measured from the signal: until another live master is named (Kafka: leader), "
+                   "until it acknowledges an acks=all Produce request sent straight to it, and the longest pause "
+                   "between the prober's acknowledgements, from the signal until "
+                   f"{CLEAN_STOP_WATCH_S:g} s after the new master was named. p50 and max per round, as above."),
+                  "", ("| broker | stops | new master p50 / max | master acknowledges acks=all p50 / max | "
+                       "longest pause in the producer's acks p50 / max |"), "|---|---:|---:|---:|---:|"]
+        for b in brokers:
+            sel = [r for r in stops if r["broker"] == b]
+            if not sel:
+                continue
+            by_round = {}
+            for r in sel:
+                by_round.setdefault(r["round"], []).append(r)
+            lines.append(f"| {_label(b)} | {len(sel)} | " + " | ".join(
+                f"{_fmt(spread(statistics.median([r[m] for r in rs]) for rs in by_round.values()), 2, ' s')} / "
+                f"{_fmt(spread(max(r[m] for r in rs) for rs in by_round.values()), 2, ' s')}"
+                for m in ("to_master_s", "to_direct_s", "pause_s")) + " |")
+
     lines += ["", "### Targets", "", "| target | measured | |", "|---|---:|---|"]
     g_many = many["gregor"]
     for client, how in (("librdkafka", "librdkafka"), ("equal-batches", "equal batches")):
@@ -1221,6 +1273,8 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=None, help="Gregor master kills per round (default 20; --quick 3)")
     parser.add_argument("--kafka-kills", type=int, default=None,
                         help="Kafka leader kills per round (default 7: 21 over 3 rounds; --quick 2)")
+    parser.add_argument("--stops", type=int, default=None,
+                        help="clean stops (SIGTERM) of the master per round, each broker (default 5; --quick 1)")
     parser.add_argument("--partitions", type=int, default=10_000, help="Gregor's many-partition case")
     parser.add_argument("--kafka-partitions", type=int, default=1_000, help="Kafka's many-partition case")
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
@@ -1234,6 +1288,7 @@ def main() -> int:
     args.seconds = args.seconds or (3.0 if args.quick else 10.0)
     args.kills = args.kills if args.kills is not None else (3 if args.quick else 20)
     args.kafka_kills = args.kafka_kills if args.kafka_kills is not None else (2 if args.quick else 7)
+    args.stops = args.stops if args.stops is not None else (1 if args.quick else 5)
     for name in ("partitions", "kafka_partitions"):
         n = getattr(args, name)
         if n > TOPIC_PARTITION_LIMIT and n % TOPIC_PARTITION_LIMIT:
