@@ -8,23 +8,25 @@ from __future__ import annotations
 
 import logging
 import re
+import ssl
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import trio
 
-from broker import peer
+from broker import dynamic_tls, peer
 from broker.acl import ACL_PREFIX, Acl, Authorizer, Op, Res
 from broker.auth_limit import FailedAuthentications
 from broker.config import BrokerConfig
 from broker.group_coordinator import GroupCoordinator
-from broker.listeners import Listener
+from broker.listeners import Listener, ListenerError, tls_context
 from broker.metrics import BrokerMetrics
 from broker.producer_state import ProducerStateTable, restore, snapshot_payload, write_snapshot
 from broker.txn_coordinator import TxnCoordinator
 from protocol.errors import ErrorCode
 from store import AdminBusy, Store, StoreError, TopicExists, TopicMeta
+from store.state import BROKER_CONFIG
 from store.topics import RESERVED_PREFIX
 
 if TYPE_CHECKING:
@@ -126,11 +128,58 @@ class Broker:
         self.cluster: Cluster | None = None  # set by the server when zookeeper.connect is (broker/cluster.py)
         self.metrics = BrokerMetrics()
         self.metrics.watch(self)
+        # listener.name.<l>.ssl.* set at runtime (broker/dynamic_tls.py), over the static settings
+        self.dynamic_settings = dynamic_tls.stored(store.state_items(BROKER_CONFIG), self.node_id)
+        self.listener_tls: dict[str, ssl.SSLContext] = {}  # TLS listener name -> its context (load_listener_tls)
+        self.served_certificates: dict[str, dict] = {}  # lower-case listener name -> the certificate it serves
         self.authorizer: Authorizer | None = None
         self._acls_seen = -1  # store.acl_changes when the authorizer last read the ACLs
         if config["authorizer.class.name"]:
             self.authorizer = Authorizer(config["super.users"], config["allow.everyone.if.no.acl.found"])
             self.reload_acls()
+
+    # ---- TLS settings, static and dynamic (broker/dynamic_tls.py) ----------------------------
+    def tls_settings(self, listener: str) -> dict:
+        """The settings `listener` (or dynamic_tls.REPLICATION) takes its TLS files from."""
+        return dynamic_tls.effective(self.config.values, self.dynamic_settings, listener)
+
+    def load_listener_tls(self, only: str | None = None) -> None:
+        """(Re)build the server contexts of the TLS listeners (or of the one named `only`): new
+        connections take the new one; raises ListenerError with one line when it cannot be built.
+        At start (`only` None), a listener whose dynamic settings no longer load (a file gone)
+        starts on its static ones, with a warning, as Kafka starts when a dynamic config fails."""
+        for lst in self.listeners:
+            if lst.tls and (only is None or lst.name.lower() == only):
+                settings = self.tls_settings(lst.name)
+                try:
+                    context = tls_context(settings, sasl=lst.sasl)
+                except ListenerError as exc:
+                    if only is not None or settings == self.config.values:
+                        raise
+                    log.warning("listener %s starts on its static TLS settings: its dynamic ones do not load (%s)",
+                                lst.name, exc)
+                    settings = dict(self.config.values)
+                    context = tls_context(settings, sasl=lst.sasl)
+                self.listener_tls[lst.name] = context
+                self.served_certificates[lst.name.lower()] = dynamic_tls.certificate(settings["ssl.keystore.location"])
+
+    def tls_listener_names(self) -> set[str]:
+        """Lower-case names whose TLS may change at runtime: the TLS listeners, and the replication
+        port when it speaks TLS."""
+        names = {lst.name.lower() for lst in self.listeners if lst.tls}
+        if self.cluster is not None and self.cluster.tls is not None:
+            names.add(dynamic_tls.REPLICATION)
+        return names
+
+    def apply_tls(self, listener: str) -> None:
+        """Put `listener`'s current settings in force (after a dynamic change)."""
+        if listener == dynamic_tls.REPLICATION:
+            if self.cluster is not None:
+                self.cluster.reload_tls()
+        else:
+            self.load_listener_tls(only=listener)
+        log.info("TLS of %s reloaded: new connections get the certificate of %s", listener,
+                 self.tls_settings(listener)["ssl.keystore.location"])
 
     async def become_master(self) -> None:
         """This node starts leading its group: the producer, group and transaction state are

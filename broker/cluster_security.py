@@ -1,7 +1,8 @@
 """ACLs and SCRAM credentials across the broker groups of a cluster (docs/replication.md,
-*Several broker groups*): each binding and credential is a znode under /security (named by its
-state key in hex, holding its state value), and every group's master makes its commitlog's ACLs
-and credentials match them when /security_changed moves; its followers get them by replication.
+*Several broker groups*), and each node's dynamic TLS settings (broker/dynamic_tls.py), kept the
+same way: each binding, credential and setting is a znode under /security (named by its state
+key in hex, holding its state value), and every group's master makes its commitlog's match them
+when /security_changed moves; its followers get them by replication.
 Kafka in ZooKeeper mode keeps both in ZooKeeper the same way (/kafka-acl, /config/users), so a
 user created through any broker authenticates at every broker.
 
@@ -22,13 +23,13 @@ import trio
 from kazoo.exceptions import KazooException
 
 from store import StoreError
-from store.state import ACL, CREDENTIAL
+from store.state import ACL, BROKER_CONFIG, CREDENTIAL
 
 if TYPE_CHECKING:
     from broker.cluster import Cluster
 
 log = logging.getLogger("gregor.cluster")
-SHARED = (ACL, CREDENTIAL)  # state key prefixes every group holds alike
+SHARED = (ACL, CREDENTIAL, BROKER_CONFIG)  # state key prefixes every group holds alike
 
 
 class NotPublished(StoreError):

@@ -63,6 +63,9 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "ssl.truststore.type": (str, "PEM", "PEM only"),
     "ssl.truststore.location": (str, "", "PEM file of CA certificates that client certificates are checked against"),
     "ssl.client.auth": (str, "none", "none, requested or required: client certificates (mTLS)"),
+    "ssl.allow.dn.changes": (_bool, False, ("a listener's certificate changed at runtime (listener.name.<l>."
+                                            "ssl.keystore.location) may name another subject")),
+    "ssl.allow.san.changes": (_bool, False, "... and other subjectAltNames"),
     "ssl.endpoint.identification.algorithm": (str, "https", ("https: a node checks that the certificate of the node "
                                                              "it replicates from names that node's host "
                                                              "(security.inter.broker.protocol=SSL); empty: not")),

@@ -9,7 +9,6 @@ closes this connection; the broker keeps serving everyone else.
 from __future__ import annotations
 
 import logging
-import ssl
 from typing import Any
 
 import trio
@@ -38,8 +37,9 @@ MAX_RESPONSES_IN_FLIGHT = 64  # answers queued behind a group commit before read
 IOV_BATCH = 512  # buffers per sendmsg call; Linux allows 1024 (IOV_MAX)
 
 
-async def serve_connection(broker: Broker, listener: Listener, tls: ssl.SSLContext | None,
-                           stream: trio.SocketStream) -> None:
+async def serve_connection(broker: Broker, listener: Listener, stream: trio.SocketStream) -> None:
+    """One client connection; a TLS listener's takes the context in force as it is accepted."""
+    tls = broker.listener_tls.get(listener.name)
     peer = _peer(stream)
     ip = peer.rsplit(":", 1)[0]
     refused = broker.failed_authentications.refusal(ip, trio.current_time() * 1000)

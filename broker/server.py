@@ -17,7 +17,6 @@ from broker.broker import Broker, new_cluster_id
 from broker.cluster import Cluster
 from broker.config import BrokerConfig
 from broker.connection import serve_connection
-from broker.listeners import tls_context
 from broker.producer_state import restore
 from store import Store
 
@@ -45,7 +44,7 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
         replayed = await trio.to_thread.run_sync(restore, broker.producers, store)
         log.info("idempotent-producer state restored (%d batches replayed)", replayed)
         opened = []  # (Listener with its bound port, trio listeners)
-        contexts = {lst.name: tls_context(config.values, sasl=lst.sasl) for lst in broker.listeners if lst.tls}
+        broker.load_listener_tls()  # with the dynamic settings the commitlog holds (broker/dynamic_tls.py)
         for lst in broker.listeners:
             sockets = await trio.open_tcp_listeners(lst.port, host=lst.host or None)
             opened.append((lst.with_port(sockets[0].socket.getsockname()[1]), sockets))
@@ -57,7 +56,7 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
             else:
                 nursery.start_soon(broker.run_master_services)
             for lst, sockets in opened:
-                handler = partial(serve_connection, broker, lst, contexts.get(lst.name))
+                handler = partial(serve_connection, broker, lst)
                 nursery.start_soon(partial(trio.serve_listeners, handler, sockets, handler_nursery=nursery))
             if config.admin_port is not None:
                 admin = await nursery.start(serve_admin, broker, config.host, config.admin_port)

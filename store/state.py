@@ -49,6 +49,7 @@ PENDING_OFFSET = b"o"  # + producer id (i64) + an offset key: a TxnOffsetCommit 
 # master coordinates the transaction (broker/txn_coordinator.py, `stage_group_offsets`)
 GROUP_PENDING_OFFSET = b"q"
 MASTER_EPOCH = b"E"  # + i32 epoch: where in the commitlog a master of the broker group began it (replication)
+BROKER_CONFIG = b"B"  # + i32 node id + UTF-8 setting name: a broker's dynamic setting, its UTF-8 value (broker/dynamic_tls.py)
 
 _U16 = struct.Struct(">H")
 _TOPIC_HEAD = struct.Struct(">B16siH")  # version, topic id, partitions, config count

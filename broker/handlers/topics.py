@@ -17,7 +17,7 @@ from store import StoreError, TopicExists, UnknownTopic
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 GREGOR_ONLY = {name for name, _, _ in GREGOR_TOPIC_CONFIGS}
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 2, 4, 5
 TOPIC_REFUSED_MESSAGE = "Topic authorization failed."  # Kafka's Errors messages
 CLUSTER_REFUSED_MESSAGE = "Cluster authorization failed."
 
@@ -283,6 +283,13 @@ async def handle_describe_configs(broker: Broker, request: Request):
                     entries.append(Entry(name=setting, value=None if sensitive else text, read_only=True,
                                          config_source=source, is_sensitive=sensitive, synonyms=[],
                                          config_type=PASSWORD if sensitive else kind, documentation=None))
+                for setting, text in sorted(broker.dynamic_settings.items()):  # broker/dynamic_tls.py
+                    if keys is not None and setting not in keys:
+                        continue
+                    sensitive = setting.endswith(".ssl.key.password")
+                    entries.append(Entry(name=setting, value=None if sensitive else text, read_only=False,
+                                         config_source=DYNAMIC_BROKER_CONFIG, is_sensitive=sensitive, synonyms=[],
+                                         config_type=PASSWORD if sensitive else STRING, documentation=None))
         else:
             error, message = ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
         results.append(Result(error_code=error, error_message=message, resource_type=res.resource_type,

@@ -4,7 +4,8 @@ groups' transaction markers) speaks TLS, and both ends show a certificate the cl
 A group ships its log, fails over and commits transactions across groups through TLS; the port
 refuses plaintext, a certificate of another CA, and (with an authorizer) a principal that is not
 allowed ClusterAction, so a node with such a certificate never joins the sync-state set. A
-refused certificate counts towards failed.authentication.limit at the port."""
+refused certificate counts towards failed.authentication.limit at the port. A node's
+certificate is renewed while it runs (listener.name.replication.ssl.keystore.location)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from broker.replication import HELLO, MAGIC, VERSION, WELCOME
 from tests.cluster.conftest import BrokerGroup, wait_described
@@ -128,3 +130,38 @@ def test_refused_certificates_count_as_failed_logins_at_the_port(broker_group, c
     assert welcome_over_tls(address, node_context(certs, "stranger")) == b""
     assert welcome_over_tls(address, node_context(certs, "node")) == b""  # the limit: closed as accepted
     assert "failed.authentication.limit (2 within 60000 ms) reached for 127.0.0.1" in group.nodes[master].log()
+
+
+def replication_serial(address: tuple[str, int], context: ssl.SSLContext) -> str:
+    with socket.create_connection(address, timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname=address[0]) as tls:
+        return tls.getpeercert()["serialNumber"]
+
+
+def test_a_nodes_certificate_is_renewed_without_a_restart_at_the_master_and_at_a_follower(broker_group, certs):
+    """listener.name.replication.ssl.keystore.location (broker/dynamic_tls.py): the node's new
+    certificate on both ends of the replication port; a follower's change goes through ZooKeeper
+    and its master's commitlog, as ACLs do, and outlives the failover that follows."""
+    group = broker_group(2, **ssl_settings(certs))
+    assert sorted(group.wait_sync_state_set(2)) == [1, 2]
+    master = group.master()
+    follower = next(n for n in group.nodes if n != master)
+    client = node_context(certs, "node")
+    renewed = {n: node_keystore(certs[0].ca.parent, f"renewed-{n}", NODE_SUBJECT) for n in group.nodes}
+    before = {n: replication_serial(group.replication_address(n), client) for n in group.nodes}
+    for n in (master, follower):
+        admin = AdminClient({"bootstrap.servers": group.address(n)})
+        resource = ConfigResource(ResourceType.BROKER, str(n), incremental_configs=[ConfigEntry(
+            "listener.name.replication.ssl.keystore.location", str(renewed[n]),
+            incremental_operation=AlterConfigOpType.SET)])
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(timeout=30)
+        after = replication_serial(group.replication_address(n), client)
+        assert after != before[n], f"node {n} serves its old certificate"
+    group.kill(master)  # the follower leads; the old master returns on its renewed certificate and follows
+    assert group.master(other_than=master) == follower
+    group.restart(master)
+    assert sorted(group.wait_sync_state_set(2)) == [1, 2]
+    assert replication_serial(group.replication_address(master), client) != before[master]
+    for process in group.nodes.values():
+        assert "Traceback" not in process.log()

@@ -97,6 +97,26 @@ def node_keystore(directory: Path, name: str, subject: str, ca: str = "ca") -> P
     return keystore
 
 
+def server_keystore(directory: Path, name: str, subject: str = "/O=Gregor tests/CN=localhost",
+                    names: str = SERVER_NAMES) -> Path:
+    """Another server keystore signed by the test CA (a renewed certificate: a new key and serial),
+    by default with the subject and subjectAltNames of make_certificates' server certificate."""
+    _signed(directory, name, subject, f"basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\nsubjectAltName={names}\n")
+    keystore = directory / f"{name}.keystore.pem"
+    keystore.write_text((directory / f"{name}.key").read_text() + (directory / f"{name}.pem").read_text()
+                        + (directory / "ca.pem").read_text())
+    return keystore
+
+
+def served_serial(address: str, ca: Path) -> str:
+    """The serial number of the certificate a TLS listener at `address` serves a new connection."""
+    host, port = address.rsplit(":", 1)
+    context = ssl.create_default_context(cafile=str(ca))
+    with socket.create_connection((host, int(port)), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname=host) as tls:
+        return tls.getpeercert()["serialNumber"]
+
+
 def broker_settings(certs: Certificates, *, encrypted_key: bool = False, client_auth: str = "none") -> dict[str, str]:
     """Kafka's ssl.* settings for a broker serving the server certificate and trusting the CA."""
     settings = {

@@ -1,0 +1,120 @@
+"""A TLS listener's certificate renewed while the broker runs, against Gregor and a real Apache
+Kafka 3.9.0 alike: IncrementalAlterConfigs of `listener.name.ssl.ssl.keystore.location` on the
+broker (what `kafka-configs --entity-type brokers --entity-name N --alter` sends). A renewed
+certificate (same subject and subjectAltNames, a new key) at a new path is served to new
+connections at once; the unprefixed name, another subject, and a file that does not load are
+refused with INVALID_REQUEST and change nothing (broker/dynamic_tls.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ResourceType,
+)
+
+from tests.oracle.both import GREGOR, KAFKA, started
+from tests.security.tls import broker_settings, make_certificates, served_serial, server_keystore
+
+INVALID_REQUEST = 42
+KEYSTORE = "listener.name.ssl.ssl.keystore.location"
+
+
+@pytest.fixture(params=[GREGOR, KAFKA])
+def broker(request, tmp_path):
+    certs = make_certificates(tmp_path / "certs")
+    settings = {"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", **broker_settings(certs)}
+    (tmp_path / request.param).mkdir()
+    with started(request.param, tmp_path / request.param, settings) as b:
+        yield request.param, b, certs
+
+
+def _node(admin: AdminClient) -> str:
+    return str(next(iter(admin.list_topics(timeout=15).brokers)))
+
+
+def alter(admin: AdminClient, node: str, name: str, value: str | None,
+          operation: AlterConfigOpType = AlterConfigOpType.SET) -> int:
+    """IncrementalAlterConfigs of one broker setting (SET, or DELETE): 0, or the error code."""
+    resource = ConfigResource(ResourceType.BROKER, node, incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=operation)])
+    try:
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(timeout=30)
+    except KafkaException as exc:
+        return exc.args[0].code()
+    return 0
+
+
+def test_a_renewed_certificate_is_served_without_a_restart_and_a_bad_one_is_refused(broker, tmp_path):
+    kind, b, certs = broker
+    ssl_listener = b.listeners["SSL"]
+    admin = AdminClient({"bootstrap.servers": b.listeners["PLAINTEXT"]})
+    node = _node(admin)
+    original = served_serial(ssl_listener, certs.ca)
+    directory = tmp_path / "certs"
+    other_subject = server_keystore(directory, "other", subject="/O=Gregor tests/CN=another-name")
+    unreadable = directory / "unreadable.keystore.pem"
+    unreadable.write_text("not a keystore")
+    renewed = server_keystore(directory, "renewed")
+
+    assert alter(admin, node, "ssl.keystore.location", str(renewed)) == INVALID_REQUEST  # the listener prefix is needed
+    assert alter(admin, node, KEYSTORE, str(other_subject)) == INVALID_REQUEST  # another subject
+    assert alter(admin, node, KEYSTORE, str(unreadable)) == INVALID_REQUEST
+    assert served_serial(ssl_listener, certs.ca) == original, "a refused change changed the certificate"
+
+    assert alter(admin, node, KEYSTORE, str(renewed)) == 0
+    # Gregor serves it once it answers; Kafka 3.9 (KRaft) a moment later, once its broker has the
+    # controller's metadata record (as for a topic config: test_alter_configs_and_delete_records.py)
+    deadline = time.monotonic() + (15 if kind == KAFKA else 0)
+    while served_serial(ssl_listener, certs.ca) == original and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert served_serial(ssl_listener, certs.ca) not in (original, None)
+    described = admin.describe_configs([ConfigResource(ResourceType.BROKER, node)])
+    entries = next(iter(described.values())).result(timeout=30)
+    assert entries[KEYSTORE].value == str(renewed)
+    assert entries[KEYSTORE].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+
+
+def test_gregor_keeps_the_change_over_a_restart_rereads_a_file_renewed_in_place_and_deletes_it(tmp_path):
+    """Gregor only: the restart (a KafkaBroker fixture is not restarted here), and the same path
+    read again, which Kafka 3.9 in KRaft mode takes without reloading (KIP-687)."""
+    certs = make_certificates(tmp_path / "certs")
+    directory = tmp_path / "certs"
+    settings = {"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", **broker_settings(certs)}
+    (tmp_path / "gregor").mkdir()
+    with started(GREGOR, tmp_path / "gregor", settings) as b:
+        admin = AdminClient({"bootstrap.servers": b.listeners["PLAINTEXT"]})
+        node = _node(admin)
+        original = served_serial(b.listeners["SSL"], certs.ca)
+        live = directory / "live.keystore.pem"
+        live.write_text(server_keystore(directory, "first").read_text())
+        assert alter(admin, node, KEYSTORE, str(live)) == 0
+        first = served_serial(b.listeners["SSL"], certs.ca)
+        assert first != original
+
+        b.stop()
+        b.start(timeout=60)
+        assert served_serial(b.listeners["SSL"], certs.ca) == first, "the change did not outlive a restart"
+
+        live.write_text(server_keystore(directory, "second").read_text())  # renewed in place
+        assert served_serial(b.listeners["SSL"], certs.ca) == first, "read again unasked"
+        admin = AdminClient({"bootstrap.servers": b.listeners["PLAINTEXT"]})
+        assert alter(admin, node, KEYSTORE, str(live)) == 0
+        second = served_serial(b.listeners["SSL"], certs.ca)
+        assert second not in (first, original)
+
+        live.write_text("not a keystore")  # renewed in place, badly: refused, the certificate stays
+        assert alter(admin, node, KEYSTORE, str(live)) == INVALID_REQUEST
+        assert served_serial(b.listeners["SSL"], certs.ca) == second
+
+        assert alter(admin, node, KEYSTORE, None, AlterConfigOpType.DELETE) == 0  # back to the static ssl.keystore.location
+        assert served_serial(b.listeners["SSL"], certs.ca) == original
+        assert "Traceback" not in b.log()
