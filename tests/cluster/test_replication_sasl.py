@@ -117,7 +117,10 @@ def test_groups_ship_fail_over_and_commit_transactions_with_scram_between_nodes(
 
 def test_the_replication_port_takes_only_a_node_that_logs_in_as_one(broker_group):
     settings = {**sasl_settings("SCRAM-SHA-256"), "authorizer.class.name": STANDARD_AUTHORIZER,
-                "super.users": "User:ANONYMOUS;User:node", "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256"}
+                "super.users": "User:ANONYMOUS;User:node", "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+                # node 2 fails its login every second until it is put right, and must then be let in
+                # at once: the limit on repeated failures has its own test below
+                "failed.authentication.limit": "0"}
     group = broker_group(2, start=False, **settings)
     group.nodes[2].settings.update(sasl_settings("SCRAM-SHA-256", password="not-the-secret"))
     started(group, 1)
