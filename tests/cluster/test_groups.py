@@ -105,8 +105,9 @@ def test_a_follower_that_has_not_read_a_topics_placement_reports_no_leader_not_i
         store.create_topic("spread", 2, {})
         config = {"node.id": 2, "broker.group": "a", "replica.lag.time.max.ms": 10000,
                   "zookeeper.connect": "127.0.0.1:1/unused", "zookeeper.session.timeout.ms": 4000,
-                  "security.inter.broker.protocol": "PLAINTEXT"}
-        cluster = Cluster(SimpleNamespace(config=config, store=store))
+                  "security.inter.broker.protocol": "PLAINTEXT", "failed.authentication.limit": 10,
+                  "failed.authentication.window.ms": 60000}
+        cluster = Cluster(SimpleNamespace(config=config, store=store, tls_settings=lambda listener: config))
         cluster.record, cluster.members = GroupRecord(1, 3, (1, 2)), [1, 2]
         cluster.groups = {"a": (cluster.record, [1, 2]), "b": (GroupRecord(3, 1, (3, 4)), [3, 4])}
         cluster.live = {n: {} for n in (1, 2, 3, 4)}
