@@ -23,7 +23,7 @@ from confluent_kafka.admin import (
 from tests.oracle.both import GREGOR, KAFKA, started
 from tests.security.tls import broker_settings, make_certificates, served_serial, server_keystore
 
-INVALID_REQUEST = 42
+INVALID_REQUEST, INVALID_CONFIG = 42, 40
 KEYSTORE = "listener.name.ssl.ssl.keystore.location"
 
 
@@ -117,4 +117,26 @@ def test_gregor_keeps_the_change_over_a_restart_rereads_a_file_renewed_in_place_
 
         assert alter(admin, node, KEYSTORE, None, AlterConfigOpType.DELETE) == 0  # back to the static ssl.keystore.location
         assert served_serial(b.listeners["SSL"], certs.ca) == original
+        assert "Traceback" not in b.log()
+
+
+def test_gregor_refuses_what_it_cannot_apply_and_validate_only_changes_nothing(tmp_path):
+    certs = make_certificates(tmp_path / "certs")
+    settings = {"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", **broker_settings(certs)}
+    (tmp_path / "gregor").mkdir()
+    with started(GREGOR, tmp_path / "gregor", settings) as b:
+        admin = AdminClient({"bootstrap.servers": b.listeners["PLAINTEXT"]})
+        node = _node(admin)
+        original = served_serial(b.listeners["SSL"], certs.ca)
+        renewed = str(server_keystore(tmp_path / "certs", "renewed"))
+        assert alter(admin, node, "listener.name.sasl_ssl.ssl.keystore.location", renewed) == INVALID_REQUEST  # no such listener
+        assert alter(admin, node, "log.retention.ms", "1000") == INVALID_CONFIG  # static
+        assert alter(admin, node, KEYSTORE, renewed, AlterConfigOpType.APPEND) == INVALID_REQUEST
+        resource = ConfigResource(ResourceType.BROKER, node, incremental_configs=[
+            ConfigEntry(KEYSTORE, renewed, incremental_operation=AlterConfigOpType.SET)])
+        for future in admin.incremental_alter_configs([resource], validate_only=True).values():
+            future.result(timeout=30)
+        assert served_serial(b.listeners["SSL"], certs.ca) == original
+        described = admin.describe_configs([ConfigResource(ResourceType.BROKER, node)])
+        assert KEYSTORE not in next(iter(described.values())).result(timeout=30)
         assert "Traceback" not in b.log()
