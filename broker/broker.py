@@ -11,6 +11,7 @@ import re
 import ssl
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 import trio
@@ -20,7 +21,7 @@ from broker.acl import ACL_PREFIX, Acl, Authorizer, Op, Res
 from broker.auth_limit import FailedAuthentications
 from broker.config import BrokerConfig
 from broker.group_coordinator import GroupCoordinator
-from broker.listeners import Listener, ListenerError, tls_context
+from broker.listeners import Listener, tls_context
 from broker.metrics import BrokerMetrics
 from broker.producer_state import ProducerStateTable, restore, snapshot_payload, write_snapshot
 from broker.txn_coordinator import TxnCoordinator
@@ -146,20 +147,17 @@ class Broker:
     def load_listener_tls(self, only: str | None = None) -> None:
         """(Re)build the server contexts of the TLS listeners (or of the one named `only`): new
         connections take the new one; raises ListenerError with one line when it cannot be built.
-        At start (`only` None), a listener whose dynamic settings no longer load (a file gone)
-        starts on its static ones, with a warning, as Kafka starts when a dynamic config fails."""
+        At start (`only` None), a listener whose dynamic settings no longer load starts on its
+        static ones (dynamic_tls.built_at_start)."""
         for lst in self.listeners:
             if lst.tls and (only is None or lst.name.lower() == only):
+                build = partial(tls_context, sasl=lst.sasl)
                 settings = self.tls_settings(lst.name)
-                try:
-                    context = tls_context(settings, sasl=lst.sasl)
-                except ListenerError as exc:
-                    if only is not None or settings == self.config.values:
-                        raise
-                    log.warning("listener %s starts on its static TLS settings: its dynamic ones do not load (%s)",
-                                lst.name, exc)
-                    settings = dict(self.config.values)
-                    context = tls_context(settings, sasl=lst.sasl)
+                if only is None:
+                    context, settings = dynamic_tls.built_at_start(build, settings, self.config.values,
+                                                                   f"listener {lst.name}")
+                else:
+                    context = build(settings)
                 self.listener_tls[lst.name] = context
                 self.served_certificates[lst.name.lower()] = dynamic_tls.certificate(settings["ssl.keystore.location"])
 

@@ -40,9 +40,9 @@ from broker.cluster_state import (
     truncation_point,
 )
 from broker.cluster_topics import ClusterTopics
-from broker.dynamic_tls import REPLICATION, certificate
+from broker.dynamic_tls import REPLICATION, built_at_start, certificate
 from broker.inter_broker import MarkersNotWritten
-from broker.listeners import ListenerError, ssl_principal
+from broker.listeners import ssl_principal
 from broker.node_access import NodeAccess
 from broker.txn_state import OFFSETS_MARKER
 from broker.zk import ZooKeeper
@@ -84,14 +84,8 @@ class Cluster:
         self.group: str = config["broker.group"]
         self.lag_ms: int = config["replica.lag.time.max.ms"]
         self.tls: node_tls.NodeTls | None = None  # the replication port's TLS (None: plain TCP)
-        try:
-            self.reload_tls()
-        except ListenerError as exc:  # as a listener at start (Broker.load_listener_tls): the static settings
-            if broker.tls_settings(REPLICATION) == config.values:
-                raise
-            log.warning("the replication port starts on its static TLS settings: its dynamic ones do not load (%s)",
-                        exc)
-            self.tls = node_tls.contexts(config.values)
+        self._use_tls(*built_at_start(node_tls.contexts, broker.tls_settings(REPLICATION), config.values,
+                                      "the replication port"))
         self.sasl = node_sasl.login_settings(config)  # its SASL login (None: none)
         self.access = NodeAccess.from_config(config)  # the port's failed logins, its authenticated connections
         self.zk = ZooKeeper(config["zookeeper.connect"], self.group, config["zookeeper.session.timeout.ms"],
@@ -283,8 +277,11 @@ class Cluster:
         """(Re)load the replication port's TLS (after listener.name.replication.ssl.* changed): new
         connections, both ways, use it; raises ListenerError when it cannot be built."""
         settings = self.broker.tls_settings(REPLICATION)
-        self.tls = node_tls.contexts(settings)
-        if self.tls is not None:
+        self._use_tls(node_tls.contexts(settings), settings)
+
+    def _use_tls(self, tls: node_tls.NodeTls | None, settings) -> None:
+        self.tls = tls
+        if tls is not None:
             self.broker.served_certificates[REPLICATION] = certificate(settings["ssl.keystore.location"])
 
     def _failed_login(self, host: str) -> None:

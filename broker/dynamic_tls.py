@@ -25,14 +25,17 @@ wants to (they are small PEM files, read as Python's ssl reads them at start).
 
 from __future__ import annotations
 
+import logging
 import ssl
 import struct
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from broker.listeners import ListenerError, tls_context
 from store.state import BROKER_CONFIG
 
+log = logging.getLogger("gregor.tls")
+T = TypeVar("T")
 PREFIX = "listener.name."
 DYNAMIC = ("ssl.keystore.location", "ssl.key.password", "ssl.truststore.location")
 REPLICATION = "replication"  # the replication port's pseudo-listener name
@@ -76,6 +79,20 @@ def effective(values: Mapping[str, Any], dynamic: Mapping[str, str], listener: s
         if found is not None and found[0] == listener.lower():
             out[found[1]] = value
     return out
+
+
+def built_at_start(build: Callable[[Mapping[str, Any]], T], settings: Mapping[str, Any],
+                   static: Mapping[str, Any], what: str) -> tuple[T, Mapping[str, Any]]:
+    """`build(settings)` as the broker starts, and the settings it used: when `settings` hold a
+    dynamic change whose files no longer load (one deleted, say), `build(static)` with a warning,
+    as Kafka starts when a dynamic config fails. ListenerError when the static ones fail too."""
+    try:
+        return build(settings), settings
+    except ListenerError as exc:
+        if settings == static:
+            raise
+        log.warning("%s starts on its static TLS settings: its dynamic ones do not load (%s)", what, exc)
+        return build(static), static
 
 
 def certificate(path: str) -> dict:

@@ -6,7 +6,16 @@ from __future__ import annotations
 import pytest
 
 from broker.config import SETTINGS
-from broker.dynamic_tls import certificate, change_problem, effective, split, state_key, stored
+from broker.dynamic_tls import (
+    built_at_start,
+    certificate,
+    change_problem,
+    effective,
+    split,
+    state_key,
+    stored,
+)
+from broker.listeners import ListenerError, tls_context
 from tests.security.tls import make_certificates, server_keystore
 
 STATIC = {name: default for name, (_, default, _) in SETTINGS.items()}
@@ -57,3 +66,13 @@ def test_a_renewed_certificate_may_replace_the_served_one_and_another_subject_ma
     bad.write_text("not a keystore")
     assert "cannot load its key and certificate chain" in change_problem(served, settings(bad), True, True)
     assert certificate(str(bad)) == {}
+
+
+def test_at_start_a_dynamic_setting_that_no_longer_loads_falls_back_to_the_static_one(certs):
+    _, made = certs
+    static = settings(made.server_keystore)
+    gone = {**static, "ssl.keystore.location": "/nonexistent/keystore.pem"}
+    context, used = built_at_start(tls_context, gone, static, "listener SSL")
+    assert used == static and context is not None
+    with pytest.raises(ListenerError):
+        built_at_start(tls_context, gone, gone, "listener SSL")  # nothing to fall back to
