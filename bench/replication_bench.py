@@ -985,6 +985,27 @@ def _ratio(results: list[dict], num: dict, den: dict, metric: str = "mb_per_s") 
                   len(paired))
 
 
+def _handover_rows(lines: list[str], figures: list[dict], brokers: list[str],
+                   metrics: tuple[str, ...]) -> dict[str, dict[str, list[float]]]:
+    """A kill or clean-stop table's row per broker: each metric's p50 and max per round, given as
+    the median over the rounds with their range; returns those per-round figures by broker."""
+    per_round = {}
+    for b in brokers:
+        sel = [r for r in figures if r["broker"] == b]
+        if not sel:
+            continue
+        by_round: dict[int, list[dict]] = {}
+        for r in sel:
+            by_round.setdefault(r["round"], []).append(r)
+        stats = {f"{m}_{q}": [fn([r[m] for r in rs]) for rs in by_round.values()]
+                 for m in metrics for q, fn in (("p50", statistics.median), ("max", max))}
+        per_round[b] = stats
+        lines.append(f"| {_label(b)} | {len(sel)} | " + " | ".join(
+            f"{_fmt(spread(stats[f'{m}_p50']), 2, ' s')} / {_fmt(spread(stats[f'{m}_max']), 2, ' s')}"
+            for m in metrics) + " |")
+    return per_round
+
+
 def _label(broker: str) -> str:
     return "Gregor" if broker == "gregor" else "Kafka 3.9.0"
 
@@ -1154,20 +1175,7 @@ def report(run: Run, meta: dict) -> str:
                    "range."),
                   "", ("| broker | kills | new master p50 / max | master acknowledges acks=all p50 / max | "
                        "producer's acks=all write p50 / max |"), "|---|---:|---:|---:|---:|"]
-        for b in brokers:
-            sel = [r for r in kills if r["broker"] == b]
-            if not sel:
-                continue
-            by_round: dict[int, list[dict]] = {}
-            for r in sel:
-                by_round.setdefault(r["round"], []).append(r)
-            stats = {f"{m}_{q}": [fn([r[m] for r in rs]) for rs in by_round.values()]
-                     for m in ("to_master_s", "to_direct_s", "to_write_s")
-                     for q, fn in (("p50", statistics.median), ("max", max))}
-            per_round[b] = stats
-            lines.append(f"| {_label(b)} | {len(sel)} | " + " | ".join(
-                f"{_fmt(spread(stats[f'{m}_p50']), 2, ' s')} / {_fmt(spread(stats[f'{m}_max']), 2, ' s')}"
-                for m in ("to_master_s", "to_direct_s", "to_write_s")) + " |")
+        per_round = _handover_rows(lines, kills, brokers, ("to_master_s", "to_direct_s", "to_write_s"))
 
     stops = [r for r in results if r["kind"] == "clean-stop"]
     if stops:
@@ -1181,17 +1189,7 @@ def report(run: Run, meta: dict) -> str:
                    "and max per round, as above."),
                   "", ("| broker | stops | new master p50 / max | master acknowledges acks=all p50 / max | "
                        "longest pause in the producer's acks p50 / max |"), "|---|---:|---:|---:|---:|"]
-        for b in brokers:
-            sel = [r for r in stops if r["broker"] == b]
-            if not sel:
-                continue
-            by_round = {}
-            for r in sel:
-                by_round.setdefault(r["round"], []).append(r)
-            lines.append(f"| {_label(b)} | {len(sel)} | " + " | ".join(
-                f"{_fmt(spread(statistics.median([r[m] for r in rs]) for rs in by_round.values()), 2, ' s')} / "
-                f"{_fmt(spread(max(r[m] for r in rs) for rs in by_round.values()), 2, ' s')}"
-                for m in ("to_master_s", "to_direct_s", "pause_s")) + " |")
+        _handover_rows(lines, stops, brokers, ("to_master_s", "to_direct_s", "pause_s"))
 
     lines += ["", "### Targets", "", "| target | measured | |", "|---|---:|---|"]
     g_many = many["gregor"]
