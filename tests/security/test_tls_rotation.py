@@ -8,6 +8,8 @@ refused with INVALID_REQUEST and change nothing (broker/dynamic_tls.py)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from confluent_kafka import KafkaException
@@ -83,16 +85,22 @@ def test_a_renewed_certificate_is_served_without_a_restart_and_a_bad_one_is_refu
     assert entries[KEYSTORE].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
 
 
-def test_gregor_keeps_the_change_over_a_restart_rereads_a_file_renewed_in_place_and_deletes_it(tmp_path):
-    """Gregor only: the restart (a KafkaBroker fixture is not restarted here), and the same path
-    read again, which Kafka 3.9 in KRaft mode takes without reloading (KIP-687)."""
+@contextmanager
+def gregor_with_ssl(tmp_path) -> Iterator[tuple]:
+    """A Gregor with a PLAINTEXT and an SSL listener: (broker, certificates, admin client, node id)."""
     certs = make_certificates(tmp_path / "certs")
-    directory = tmp_path / "certs"
     settings = {"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", **broker_settings(certs)}
     (tmp_path / "gregor").mkdir()
     with started(GREGOR, tmp_path / "gregor", settings) as b:
         admin = AdminClient({"bootstrap.servers": b.listeners["PLAINTEXT"]})
-        node = _node(admin)
+        yield b, certs, admin, _node(admin)
+
+
+def test_gregor_keeps_the_change_over_a_restart_rereads_a_file_renewed_in_place_and_deletes_it(tmp_path):
+    """Gregor only: the restart (a KafkaBroker fixture is not restarted here), and the same path
+    read again, which Kafka 3.9 in KRaft mode takes without reloading (KIP-687)."""
+    with gregor_with_ssl(tmp_path) as (b, certs, admin, node):
+        directory = tmp_path / "certs"
         original = served_serial(b.listeners["SSL"], certs.ca)
         live = directory / "live.keystore.pem"
         live.write_text(server_keystore(directory, "first").read_text())
@@ -121,12 +129,7 @@ def test_gregor_keeps_the_change_over_a_restart_rereads_a_file_renewed_in_place_
 
 
 def test_gregor_refuses_what_it_cannot_apply_and_validate_only_changes_nothing(tmp_path):
-    certs = make_certificates(tmp_path / "certs")
-    settings = {"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", **broker_settings(certs)}
-    (tmp_path / "gregor").mkdir()
-    with started(GREGOR, tmp_path / "gregor", settings) as b:
-        admin = AdminClient({"bootstrap.servers": b.listeners["PLAINTEXT"]})
-        node = _node(admin)
+    with gregor_with_ssl(tmp_path) as (b, certs, admin, node):
         original = served_serial(b.listeners["SSL"], certs.ca)
         renewed = str(server_keystore(tmp_path / "certs", "renewed"))
         assert alter(admin, node, "listener.name.sasl_ssl.ssl.keystore.location", renewed) == INVALID_REQUEST  # no such listener
