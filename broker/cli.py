@@ -386,11 +386,29 @@ async def _serve_until_signalled(config: BrokerConfig) -> None:
 
     from broker.server import serve
 
+    async def next_signal() -> int:
+        async for signum in signals:
+            return signum
+        raise AssertionError("a signal receiver does not end")
+
+    async def stop_at_next_signal(scope: trio.CancelScope) -> None:
+        signum = await next_signal()
+        print(f"gregor: {signal.Signals(signum).name} received again, stopping now", file=sys.stderr, flush=True)
+        scope.cancel()
+
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            await nursery.start(serve, config)
-            async for signum in signals:
-                print(f"gregor: {signal.Signals(signum).name} received, shutting down", file=sys.stderr,
-                      flush=True)
-                nursery.cancel_scope.cancel()
-                break
+            broker = await nursery.start(serve, config)
+            signum = await next_signal()
+            print(f"gregor: {signal.Signals(signum).name} received, shutting down", file=sys.stderr, flush=True)
+            cluster = broker.cluster
+            if cluster is not None and cluster.leading and config["controlled.shutdown.enable"]:
+                # a master first drains: its sync-state set gets all it wrote (Cluster.drain)
+                print("gregor: this node is its group's master: it takes no more writes and hands over once "
+                      "its sync-state set holds all it wrote (a second signal stops it at once)",
+                      file=sys.stderr, flush=True)
+                async with trio.open_nursery() as draining:
+                    draining.start_soon(stop_at_next_signal, draining.cancel_scope)
+                    await cluster.drain()
+                    draining.cancel_scope.cancel()
+            nursery.cancel_scope.cancel()

@@ -59,6 +59,7 @@ STEP_S = 0.25  # ZooKeeper is read again at least this often (watches wake it so
 
 LISTED_AFTER_LEAVING_MS = 3000  # a node whose session ended stays in Metadata's broker list (live_brokers)
 APPLIED_WAIT_S = 5.0  # a follower's admin change: how long it waits to hold it before answering (until_applied)
+DRAIN_POLL_S = 0.01  # a clean stop's drain looks at the followers' reports this often (drain)
 
 
 def now_ms() -> int:
@@ -101,6 +102,7 @@ class Cluster:
         self.leading_epoch: int | None = None
         self.sync: SyncState | None = None
         self.hw_position = 0  # what every member of the sync-state set holds (master)
+        self.draining = False  # a master stopped cleanly: it takes no more writes (drain)
         self._following: tuple[int, int] | None = None  # (master, epoch) followed
         self._lost: int | None = None  # the followed master, from its stream's end until a connection to it is made
         self._follow_scope: trio.CancelScope | None = None
@@ -180,6 +182,10 @@ class Cluster:
         """Does this node serve the partition's reads and writes (master of its group)?"""
         return self.leading_epoch is not None and self.group_of(topic, partition) == self.group
 
+    def takes_writes(self, topic: str, partition: int) -> bool:
+        """... and does it take writes to it now (not while a clean stop drains it)?"""
+        return not self.draining and self.leads(topic, partition)
+
     def partition_view(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int]]:
         """(leader, leader epoch, replicas, ISR) of a partition, as Metadata reports it."""
         name = self.group_of(topic, partition)
@@ -202,7 +208,7 @@ class Cluster:
         return record.master if record is not None and record.master in self.live else -1
 
     def coordinates(self, key: str) -> bool:
-        return self.leading and coordinator_group(key, self.group_names()) == self.group
+        return self.leading and not self.draining and coordinator_group(key, self.group_names()) == self.group
 
     async def write_markers_elsewhere(self, markers: list[tuple[str, int]], consumer_groups: list[str],
                                       producer_id: int, producer_epoch: int, commit: bool) -> list[tuple[str, int]]:
@@ -380,6 +386,39 @@ class Cluster:
         if self.hw_position < position:
             return ErrorCode.REQUEST_TIMED_OUT
         return ErrorCode.NONE
+
+    async def drain(self) -> None:
+        """A clean stop of the master (SIGTERM; controlled.shutdown.enable): from now on it
+        refuses writes (produce NOT_LEADER_OR_FOLLOWER, group and transaction requests
+        NOT_COORDINATOR, topic changes NOT_CONTROLLER: clients retry, and find the next master
+        once this one's ZooKeeper session is closed), and it waits until every member of the
+        sync-state set with an open stream holds its commitlog's end, so that the member elected
+        next has every record it wrote, acks=1 ones included; at most replica.lag.time.max.ms (a
+        member that does not catch up within it would leave the set anyway). Kafka's controlled
+        shutdown moves leadership without waiting: acks=1 records its followers had not fetched
+        are lost."""
+        epoch = self.leading_epoch
+        if epoch is None or not self.broker.config["controlled.shutdown.enable"]:
+            return
+        self.draining = True
+        started = trio.current_time()
+        timeout_s = self.broker.config["replica.lag.time.max.ms"] / 1000
+        with trio.move_on_after(timeout_s):
+            # the log's end read each time: a request taken before the stop may still append
+            while self.leading_epoch == epoch and not self._drained(self.store.log_end_position):
+                await trio.sleep(DRAIN_POLL_S)
+        end = self.store.log_end_position
+        if self.leading_epoch != epoch:
+            log.warning("node %d stopped leading while draining for a clean stop", self.node_id)
+        elif not self._drained(end):
+            log.warning("clean stop: the sync-state set %s does not hold this master's commitlog end %d after %g s; "
+                        "handing over without it", self.sync_state_set, end, timeout_s)
+        else:
+            log.info("clean stop: the sync-state set %s holds this master's commitlog end %d (drained in %.3f s); "
+                     "handing over", self.sync_state_set, end, trio.current_time() - started)
+
+    def _drained(self, end: int) -> bool:
+        return self.sync is None or self.sync.drained(end)
 
     def follower_lag(self) -> dict[int, int]:
         """On the master: each follower's distance, in commitlog bytes, from the log end."""

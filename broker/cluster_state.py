@@ -153,6 +153,13 @@ class SyncState:
         return min([log_end] + [self.followers[n].position if n in self.followers else 0
                                 for n in self.sync_state_set if n != self.me])
 
+    def drained(self, log_end: int) -> bool:
+        """Does every member of the set whose stream is open hold the log below `log_end`? (A
+        clean stop's drain: a member whose stream closed is stopping or gone, and is not
+        waited for.)"""
+        return all(p.position >= log_end for n, p in self.followers.items()
+                   if n in self.sync_state_set and n != self.me and p.connected)
+
     def wanted_set(self, log_end: int, now_ms: int) -> frozenset[int]:
         """The sync-state set as it should be: members that have not caught up within lag_ms
         leave; connected followers holding everything below the high watermark join."""

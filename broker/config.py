@@ -105,6 +105,9 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
                                    'username="NODE" password="SECRET";')),
     "replica.lag.time.max.ms": (int, 30000, "a follower not caught up within this leaves the sync-state set (ISR)"),
     "min.insync.replicas": (int, 1, "acks=all produce needs this many nodes in the sync-state set"),
+    "controlled.shutdown.enable": (_bool, True, ("a master stopped cleanly (SIGTERM) refuses new writes and waits, "
+                                                 "at most replica.lag.time.max.ms, until its sync-state set holds "
+                                                 "all it wrote, then hands over (acks=1 records are kept too)")),
     "broker.rack": (str, "", "this node's rack, as Metadata lists it (Kafka's broker.rack)"),
     "replica.selector.class": (str, "", ("org.apache.kafka.common.replica.RackAwareReplicaSelector: the master "
                                          "sends a consumer whose client.rack is a follower's rack to that follower "

@@ -112,7 +112,7 @@ async def dispatch(broker: Broker, request: Request) -> Any:
     if cluster is not None and api_key in elsewhere.REFUSALS:
         key = elsewhere.key_of(request)
         if elsewhere.REFUSALS[api_key][0] is None:  # the controller's: its group's master
-            if not cluster.leading:
+            if not cluster.leading or cluster.draining:
                 return elsewhere.refusal(request, ErrorCode.NOT_CONTROLLER)
         elif key and not cluster.coordinates(key) and _authorized(broker, request):
             return elsewhere.refusal(request, ErrorCode.NOT_COORDINATOR)

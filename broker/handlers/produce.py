@@ -72,7 +72,7 @@ async def handle_produce(broker: Broker, request: Request):
             if refused and key[0] in refused:
                 results[key] = _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 continue
-            if cluster is not None and not cluster.leads(*key):  # stale metadata: the client asks again
+            if cluster is not None and not cluster.takes_writes(*key):  # stale metadata or a clean stop: asks again
                 results[key] = _error(ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 continue
             if cluster is not None and body.acks == -1 and cluster.in_sync() < _min_insync(broker, key[0]):

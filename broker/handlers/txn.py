@@ -210,14 +210,14 @@ def _marker(broker: Broker, allowed: bool, marker, topic: str, partition: int) -
     if not allowed:
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     if (topic, partition) == OFFSETS_MARKER:  # the transaction's offsets of consumer groups this master coordinates
-        if broker.cluster is not None and not broker.cluster.leading:
+        if broker.cluster is not None and (not broker.cluster.leading or broker.cluster.draining):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         try:
             broker.txn.complete_group_offsets(marker.producer_id, marker.producer_epoch, marker.transaction_result)
         except StoreError:
             return ErrorCode.KAFKA_STORAGE_ERROR
         return ErrorCode.NONE
-    if broker.cluster is not None and not broker.cluster.leads(topic, partition):
+    if broker.cluster is not None and not broker.cluster.takes_writes(topic, partition):
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
     try:
         broker.store.append_control(topic, partition, marker.producer_id, marker.producer_epoch,

@@ -182,6 +182,22 @@ def test_hw_position_counts_a_member_missing_from_followers_as_0():
     assert s.hw_position(300) == 0
 
 
+def test_drained_once_every_member_with_an_open_stream_holds_the_log_end():
+    s = SyncState(me=1, sync_state_set=frozenset({1, 2, 3}), lag_ms=1000, now_ms=0)
+    assert s.drained(500)  # no member connected since the election: none is waited for
+    s.fetched(2, 500, 500, 10)
+    s.fetched(3, 400, 500, 10)
+    assert not s.drained(500)
+    s.disconnected(3)  # its stream closed: stopping or gone
+    assert s.drained(500)
+    s.fetched(3, 450, 500, 20)  # back, behind
+    assert not s.drained(500)
+    s.fetched(4, 0, 500, 20)  # connected, not a member
+    s.fetched(3, 500, 500, 30)
+    assert s.drained(500)
+    assert not s.drained(501)
+
+
 def test_a_member_that_has_not_caught_up_within_lag_ms_leaves_the_set():
     s = SyncState(me=1, sync_state_set=frozenset({1, 2}), lag_ms=1000, now_ms=0)
     s.fetched(2, 0, 500, 100)  # first fetch: caught up with the log end of its previous (none)

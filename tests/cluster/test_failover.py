@@ -7,6 +7,7 @@ hands over at once."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import NotEnoughReplicasError
 
+from broker.replication import CHUNKS_IN_FLIGHT, IDLE_WAIT_S
 from compat_tests.clients import CLIENT_NAMES, ClientError, Message, Unsupported, make_client
 from protocol.errors import ErrorCode
 from tests.cluster.conftest import SESSION_TIMEOUT_MS, BrokerGroup, wait_described
@@ -170,6 +172,82 @@ def test_a_master_stopped_cleanly_hands_over_at_once_under_idempotent_acks_all_l
     assert sorted(group.wait_sync_state_set(3)) == [1, 2, 3]
     assert group.master() == new
     check_log(read_all(group, topic), load)
+
+
+@pytest.mark.parametrize("drain", [True, False], ids=["drained", "controlled-shutdown-off"])
+def test_a_master_stopped_cleanly_first_gives_its_sync_state_set_the_acks_1_records_it_lacks(broker_group, drain):
+    """controlled.shutdown.enable (the default): with both followers stopped (SIGSTOP; they stay
+    in ZooKeeper and in the sync-state set), acks=1 records the master acknowledged are on the
+    master alone. SIGTERM then does not hand over: the master refuses writes with
+    NOT_LEADER_OR_FOLLOWER and waits until its sync-state set holds its log's end; once the
+    followers run again it hands over, and the new master has every record. Turned off, the
+    master hands over at once and the new master lacks them (Kafka's controlled shutdown)."""
+    group = broker_group(3, **{"zookeeper.session.timeout.ms": "20000",
+                               "controlled.shutdown.enable": str(drain).lower()})
+    topic = "drained"
+    create_topic(group, topic, partitions=1)
+    client = make_client("kafka-python", group.bootstrap)
+    assert client.produce(topic, [Message(b"before", partition=0)])
+    group.wait_sync_state_set(3)
+    old = group.master()
+    followers = [n for n in group.nodes if n != old]
+    values = [f"acks-1-{i:03d}".encode() for i in range(100)]
+    for n in followers:
+        os.kill(group.nodes[n].proc.pid, signal.SIGSTOP)
+    # The master ships at most CHUNKS_IN_FLIGHT chunks a follower has not answered, and an empty
+    # one every IDLE_WAIT_S: past those, what it is acknowledged stays on the master alone (what
+    # was shipped before reaches a stopped follower's socket buffer and is applied once it runs).
+    time.sleep((CHUNKS_IN_FLIGHT + 2) * IDLE_WAIT_S + 0.3)
+    try:  # straight to the master: a client's Metadata requests would wait on the stopped nodes
+        assert _produce(group.address(old), topic, values) == ErrorCode.NONE  # the master alone has them
+        stopped_at = time.monotonic()
+        group.nodes[old].proc.send_signal(signal.SIGTERM)
+        if drain:
+            time.sleep(1.5)
+            assert group.nodes[old].proc.poll() is None, "the master stopped before its followers held its log"
+            assert _produce(group.address(old), topic, [b"refused"]) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        else:
+            assert group.nodes[old].proc.wait(30) == 0
+    finally:
+        for n in followers:
+            os.kill(group.nodes[n].proc.pid, signal.SIGCONT)
+    assert group.nodes[old].proc.wait(30) == 0, group.nodes[old].log()[-3000:]  # once drained, by itself
+    group.nodes[old].stop()
+    new = group.master(timeout=30, other_than=old)
+    handover_s = time.monotonic() - stopped_at
+    assert new in followers
+    log = group.nodes[old].log()
+    assert "Traceback" not in log
+    stored = [r.value for r in read_all(group, topic, partitions=1)[0]]
+    if drain:
+        assert "drained in" in log, log[-3000:]
+        assert stored == [b"before", *values]
+        assert handover_s < 15, f"a new master {handover_s:.1f} s after the stop: not at once once drained"
+    else:
+        assert stored == [b"before"]  # what the followers had: the acks=1 records were lost
+    group.restart(old)  # it truncates what the new master never had (drain off) and follows
+    assert sorted(group.wait_sync_state_set(3)) == [1, 2, 3]
+    assert [r.value for r in read_all(group, topic, partitions=1)[0]] == stored
+
+
+def _produce(address: str, topic: str, values: list[bytes]) -> int:
+    """One acks=1 Produce of `values` (one batch) to partition 0, straight to `address`: its error code."""
+    from kafka.protocol.producer import ProduceRequest
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    from tests.broker.wire import WireClient
+    batch = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                      producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i, value in enumerate(values):
+        batch.append(i, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
+    data = ProduceRequest.TopicProduceData
+    wire = WireClient(address)
+    try:
+        answer = wire.request(ProduceRequest[8](transactional_id=None, acks=1, timeout_ms=10000, topic_data=[data(
+            name=topic, partition_data=[data.PartitionProduceData(index=0, records=bytes(batch.build()))])]))
+    finally:
+        wire.close()
+    return answer.responses[0].partition_responses[0].error_code
 
 
 def test_returning_master_truncates_and_serves_identical_data_after_failing_over_back(broker_group):
