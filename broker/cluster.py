@@ -446,6 +446,7 @@ class Cluster:
     def disconnected(self, node: int) -> None:
         if self.sync is not None:
             self.sync.disconnected(node)
+            self._changed.set()  # a member gone from ZooKeeper too leaves the set at once (wanted_set)
 
     def master_answers(self, node: int, answers: bool) -> None:
         """replication.follow: a connection to master `node` was made (True), or its stream was
@@ -596,7 +597,7 @@ class Cluster:
         """Write the sync-state set the followers' progress calls for; a smaller set is in force
         only once ZooKeeper has it, so no node that might be elected misses an acknowledged byte."""
         assert self.sync is not None
-        wanted = self.sync.wanted_set(self.store.log_end_position, now_ms())
+        wanted = self.sync.wanted_set(self.store.log_end_position, now_ms(), self.live)
         if wanted == frozenset(record.sync_state_set):
             self.sync.sync_state_set = wanted
             return

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 
@@ -160,12 +161,16 @@ class SyncState:
         return all(p.position >= log_end for n, p in self.followers.items()
                    if n in self.sync_state_set and n != self.me and p.connected)
 
-    def wanted_set(self, log_end: int, now_ms: int) -> frozenset[int]:
+    def wanted_set(self, log_end: int, now_ms: int, live: Collection[int] | None = None) -> frozenset[int]:
         """The sync-state set as it should be: members that have not caught up within lag_ms
-        leave; connected followers holding everything below the high watermark join."""
+        leave, and so do members gone from `live` (their ZooKeeper session ended: a clean stop
+        closes it, a crash lets it time out) whose stream is closed, at once, as Kafka's
+        controller takes a broker whose session ended out of every ISR; connected followers
+        holding everything below the high watermark join."""
         hw = self.hw_position(log_end)
         keep = {n for n in self.sync_state_set
-                if n == self.me or now_ms - self.followers.get(n, Progress()).caught_up_ms <= self.lag_ms}
+                if n == self.me or (now_ms - self.followers.get(n, Progress()).caught_up_ms <= self.lag_ms
+                                    and (live is None or n in live or self.followers.get(n, Progress()).connected))}
         join = {n for n, p in self.followers.items()
                 if n not in self.sync_state_set and p.connected and p.position >= hw
                 and now_ms - p.caught_up_ms <= self.lag_ms}

@@ -206,6 +206,17 @@ def test_a_member_that_has_not_caught_up_within_lag_ms_leaves_the_set():
     assert s.wanted_set(700, 1101) == frozenset({1})
 
 
+def test_a_member_gone_from_zookeeper_with_its_stream_closed_leaves_the_set_at_once():
+    s = SyncState(me=1, sync_state_set=frozenset({1, 2, 3}), lag_ms=1000, now_ms=0)
+    s.fetched(2, 500, 500, 10)
+    s.fetched(3, 500, 500, 10)
+    assert s.wanted_set(500, 20, live={1, 2}) == frozenset({1, 2, 3})  # its session ended, its stream is open
+    s.disconnected(3)
+    assert s.wanted_set(500, 20, live={1, 2, 3}) == frozenset({1, 2, 3})  # live: it may reconnect within lag_ms
+    assert s.wanted_set(500, 20, live={1, 2}) == frozenset({1, 2})
+    assert s.wanted_set(500, 20, live={2}) == frozenset({1, 2})  # the master itself stays
+
+
 def test_a_member_that_caught_up_recently_stays_in_the_set():
     s = SyncState(me=1, sync_state_set=frozenset({1, 2}), lag_ms=1000, now_ms=0)
     s.fetched(2, 0, 500, 100)

@@ -230,6 +230,36 @@ def test_a_master_stopped_cleanly_first_gives_its_sync_state_set_the_acks_1_reco
     assert [r.value for r in read_all(group, topic, partitions=1)[0]] == stored
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["clean-stop", "kill"])
+def test_a_follower_that_leaves_zookeeper_leaves_the_sync_state_set_without_waiting_for_the_lag_time(
+        broker_group, sig):
+    """A follower stopped cleanly closes its ZooKeeper session as it exits, and a killed one's
+    session times out: either way the master takes it out of the sync-state set then, with its
+    stream closed, rather than after replica.lag.time.max.ms (here 60 s), as Kafka's controller
+    takes a broker whose session ended out of every ISR; acks=all is answered by the others
+    meanwhile. Restarted, it catches up and joins again."""
+    group = broker_group(3, **{"replica.lag.time.max.ms": "60000"})
+    topic = "leaving"
+    create_topic(group, topic, partitions=1)
+    client = make_client("kafka-python", group.bootstrap)
+    assert client.produce(topic, [Message(b"before", partition=0)])
+    master = group.master()
+    follower = next(n for n in group.nodes if n != master)
+    stopped_at = time.monotonic()
+    group.kill(follower, sig)
+    assert sorted(group.wait_sync_state_set(2, timeout=30)) == sorted(set(group.nodes) - {follower})
+    left_s = time.monotonic() - stopped_at
+    assert left_s < 30, f"the follower left the set {left_s:.1f} s after it stopped"
+    producer = KafkaProducer(bootstrap_servers=group.bootstrap, acks="all", retries=0, enable_idempotence=False)
+    try:
+        producer.send(topic, b"while-it-is-away", partition=0).get(timeout=30)
+    finally:
+        producer.close(5)
+    group.restart(follower)
+    assert sorted(group.wait_sync_state_set(3)) == [1, 2, 3]
+    assert [r.value for r in read_all(group, topic, partitions=1)[0]] == [b"before", b"while-it-is-away"]
+
+
 def _produce(address: str, topic: str, values: list[bytes]) -> int:
     """One acks=1 Produce of `values` (one batch) to partition 0, straight to `address`: its error code."""
     from kafka.protocol.producer import ProduceRequest
