@@ -47,7 +47,9 @@ lowest and highest round):
   (DirectProbe: the broker's part, without librdkafka's once-a-second leader lookup), and until the
   prober's next acks=all write is acknowledged; restart the node, wait for a full sync-state set
   (Kafka: ISR of 3), again. Then --stops clean stops the same way (SIGTERM: Kafka's controlled
-  shutdown), where the prober's figure is the longest pause between its acknowledgements.
+  shutdown), where the prober's figure is the longest pause between its acknowledgements; an
+  acks=1 load of numbered records to a second topic led by the same node runs meanwhile, and the
+  acknowledged records missing from that topic afterwards are counted (acks1_losses).
 
 A full run (the defaults, Kafka included) takes about an hour on the 2-core machine; --quick with
 --repeat 1, or --only failover --gregor-only --repeat 1, a few minutes.
@@ -133,6 +135,8 @@ LATENCY_RATE = 200  # records/s, one per request: a 3-node Kafka (512 MB JVMs, 2
 LATENCY_WARM_UP_S = 1.0  # the first second's records are not counted (connections, metadata of a new topic)
 PROBE_INTERVAL_S = 0.01
 STALE_ACK_S = 0.5  # a prober ack within this of the kill answers a request the old master served
+ACKS1_INTERVAL_S = 0.0001  # the clean stops' acks=1 load: one numbered record this often (linger 5 ms)
+ACKS1_SIZE = 100
 CLEAN_STOP_WATCH_S = 1.0  # a clean stop's pauses are looked for until this long after the prober's first
 # acknowledgement after the new master was named
 
@@ -212,6 +216,21 @@ elif mode == "latency":
     print(json.dumps({"sent": count, "undelivered": left, "failed": failed,
                       "latency_s": [acked - sent_at for sent_at, acked in latencies if sent_at >= begin],
                       "acked_in_window": sum(begin <= acked < end for _, acked in latencies)}))
+elif mode == "numbered":  # the clean stops' acks=1 load: numbered records, one line per acknowledged one
+    producer = Producer({**common, "linger.ms": 5, "message.timeout.ms": 120_000})
+    pad = value[12:]
+
+    def acknowledged(seq, err, msg):
+        if err is None:
+            print(f"ok {now():.6f} {seq}", flush=True)
+
+    seq, rate, start = 0, 1 / spec["interval"], time.perf_counter()
+    while True:  # at the rate, produced in the bursts the 5 ms polls leave
+        while seq < (time.perf_counter() - start) * rate:
+            producer.produce(topic, b"%012d" % seq + pad, partition=0,
+                             on_delivery=functools.partial(acknowledged, seq))
+            seq += 1
+        producer.poll(0.005)
 else:  # probe: one acks=all record every interval until terminated; one line per delivery report
     producer = Producer({**common, "linger.ms": 0, "message.timeout.ms": 120_000})
 
@@ -720,9 +739,11 @@ class Prober:
     """A child producer writing one acks=all record every PROBE_INTERVAL_S; collects the times
     (CLOCK_MONOTONIC, shared with this process) its writes were acknowledged."""
 
-    def __init__(self, bootstrap: str, topic: str, log: Path) -> None:
-        spec = {"mode": "probe", "bootstrap": bootstrap, "topic": topic, "acks": "all", "size": VALUE,
-                "interval": PROBE_INTERVAL_S}
+    def __init__(self, bootstrap: str, topic: str, log: Path, mode: str = "probe", acks: str = "all",
+                 size: int = VALUE, interval: float = PROBE_INTERVAL_S) -> None:
+        spec = {"mode": mode, "bootstrap": bootstrap, "topic": topic, "acks": acks, "size": size,
+                "interval": interval}
+        self.numbers: list[int] = []  # mode "numbered": each acknowledged record's number, as acks
         self._err = open(log, "ab")  # noqa: SIM115 - the prober's stderr, open as long as it runs; closed in stop()
         self.proc = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(spec)], stdout=subprocess.PIPE,
                                      stderr=self._err, text=True, cwd=ROOT)
@@ -735,6 +756,8 @@ class Prober:
         for line in self.proc.stdout:
             parts = line.split()
             if parts and parts[0] == "ok":
+                if len(parts) == 3 and "." not in parts[2]:  # mode "numbered": "ok TIME NUMBER"
+                    self.numbers.append(int(parts[2]))
                 self.acks.append(float(parts[1]))
             elif parts:
                 self.errors.append(line.strip())
@@ -841,13 +864,87 @@ def measure_failover(run: Run, broker: str, rnd: int) -> None:
     ctx = gregor_group(run, "failover", FAILOVER_SEGMENT) if broker == "gregor" else kafka_cluster(run, KAFKA_CLUSTER)
     with ctx as system:
         create_topics(system.bootstrap, ["probe"], 1, 3)
+        _create_beside(system, "acks-1", "probe")
         prober = Prober(system.bootstrap, "probe", run.tmp / f"prober-{broker}-{rnd}.log")
         try:
             stop_leader = gregor_kills if broker == "gregor" else kafka_kills
             stop_leader(run, system, prober, rnd, kills, signal.SIGKILL)
-            stop_leader(run, system, prober, rnd, run.args.stops, signal.SIGTERM)
+            if run.args.stops:
+                load = Prober(system.bootstrap, "acks-1", run.tmp / f"acks-1-{broker}-{rnd}.log", mode="numbered",
+                              acks="1", size=ACKS1_SIZE, interval=ACKS1_INTERVAL_S)
+                try:
+                    load.wait_steady()
+                    signalled = stop_leader(run, system, prober, rnd, run.args.stops, signal.SIGTERM)
+                finally:
+                    load.stop()
+                acks1_losses(run, system, broker, rnd, load, signalled)
         finally:
             prober.stop()
+
+
+def _create_beside(system: System, name: str, beside: str) -> None:
+    """A 1-partition RF=3 topic led by the node that leads `beside`: a Gregor group's topics all
+    are. Kafka's with the same replica list in the same order: its controller then moves both
+    leaderships to the same node at each stop (the first live member of the ISR in that order)."""
+    if system.broker == "gregor":
+        create_topics(system.bootstrap, [name], 1, 3)
+        return
+    admin = AdminClient({"bootstrap.servers": system.bootstrap, "log_level": 4})
+    deadline = time.monotonic() + 60
+    while (part := _kafka_partition(admin, beside)) is None or part.leader < 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"topic {beside} has no leader after 60 s")
+        time.sleep(0.1)
+    replicas = list(part.replicas)
+    admin.create_topics([NewTopic(name, 1, -1, replica_assignment=[replicas])],
+                        operation_timeout=120)[name].result()
+    deadline = time.monotonic() + 60
+    while (part := _kafka_partition(admin, name)) is None or part.leader < 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"topic {name} has no leader 60 s after it was created")
+        time.sleep(0.1)
+
+
+def _elect_preferred(admin: AdminClient, topics: list[str]) -> None:
+    from confluent_kafka import ElectionType, TopicPartition
+    try:
+        admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(t, 0) for t in topics]).result()
+    except KafkaException:  # one already led by its preferred replica: the other moves all the same
+        pass
+
+
+def acks1_losses(run: Run, system: System, broker: str, rnd: int, load: Prober, signalled: list[float]) -> None:
+    """The acks=1 load's acknowledged records that no longer are in the log once the stops are
+    over, each counted against the last stop signalled before it was acknowledged (or the first
+    stop), onto that stop's figure."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": system.bootstrap, "group.id": f"acks-1-count-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False, "log_level": 3})
+    stored: set[int] = set()
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition("acks-1", 0), timeout=30)
+        consumer.assign([TopicPartition("acks-1", 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 300
+        position = 0
+        while position < high:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the acks=1 topic read to offset {position} of {high} in 300 s")
+            for msg in consumer.consume(10_000, 1.0):
+                if msg.error() is None:
+                    stored.add(int(msg.value()[:12]))
+                    position = msg.offset() + 1
+    finally:
+        consumer.close()
+    lost_per_stop = [0] * len(signalled)
+    for at, number in zip(load.acks, load.numbers, strict=True):
+        if number not in stored:
+            lost_per_stop[max(bisect.bisect_right(signalled, at) - 1, 0)] += 1
+    stops = [r for r in run.results if r["kind"] == "clean-stop" and r["broker"] == broker and r["round"] == rnd]
+    for fig, lost in zip(stops, lost_per_stop, strict=True):
+        fig["acks1_lost"] = lost
+        fig["acks1_acked"] = len(load.numbers)
+    print(f"  {broker:6} acks=1 load over {len(signalled)} clean stop(s): {len(load.numbers):,} records acknowledged, "
+          f"{sum(lost_per_stop):,} of them lost (per stop: {lost_per_stop})", flush=True)
 
 
 def _kill_figure(run: Run, broker: str, rnd: int, i: int, kills: int, victim: int, elected: int,
@@ -880,13 +977,14 @@ def _kill_figure(run: Run, broker: str, rnd: int, i: int, kills: int, victim: in
           f"producer's acknowledgements paused {pause:.2f} s at most", flush=True)
 
 
-def gregor_kills(run: Run, system: System, prober: Prober, rnd: int, kills: int, sig: int) -> None:
+def gregor_kills(run: Run, system: System, prober: Prober, rnd: int, kills: int, sig: int) -> list[float]:
     """`kills` times: signal the master (SIGKILL: a crash; SIGTERM: a clean stop) and time the
-    handover (_kill_figure), then restart the node."""
+    handover (_kill_figure), then restart the node; returns when each signal was sent."""
     from kazoo.client import KazooClient
     group = system.group
     zk = KazooClient(hosts=system.zk_connect, timeout=10)
     zk.start(30)
+    signalled = []
     try:
         for i in range(kills):
             group.wait_sync_state_set(3, timeout=180)
@@ -895,6 +993,7 @@ def gregor_kills(run: Run, system: System, prober: Prober, rnd: int, kills: int,
             victim = record["master"]
             direct = DirectProbe([group.address(n) for n in group.nodes if n != victim], "probe")
             t0 = time.monotonic()
+            signalled.append(t0)
             group.nodes[victim].proc.send_signal(sig)  # not waiting for it to end: timed from the signal
             direct.start()
             deadline = t0 + 120
@@ -914,6 +1013,7 @@ def gregor_kills(run: Run, system: System, prober: Prober, rnd: int, kills: int,
     finally:
         zk.stop()
         zk.close()
+    return signalled
 
 
 def _kafka_partition(admin: AdminClient, topic: str):
@@ -923,19 +1023,24 @@ def _kafka_partition(admin: AdminClient, topic: str):
     return meta.partitions[0]
 
 
-def kafka_kills(run: Run, system: System, prober: Prober, rnd: int, kills: int, sig: int) -> None:
+def kafka_kills(run: Run, system: System, prober: Prober, rnd: int, kills: int, sig: int) -> list[float]:
     """gregor_kills for Kafka: the partition leader's node (SIGTERM: Kafka's controlled shutdown)."""
     cluster = system.group
     admin = AdminClient({"bootstrap.servers": system.bootstrap, "log_level": 3})
+    signalled = []
     for i in range(kills):
         deadline = time.monotonic() + 180
         while True:  # a leader and an ISR of 3 again
             try:
                 part = _kafka_partition(admin, "probe")
+                load = _kafka_partition(admin, "acks-1") if sig == signal.SIGTERM else part
             except KafkaException:
-                part = None
-            if part is not None and part.leader >= 0 and len(part.isrs) == 3:
-                break
+                part = load = None
+            if (part is not None and part.leader >= 0 and len(part.isrs) == 3 and load is not None
+                    and len(load.isrs) == 3):  # the acks=1 load's too, led by the same node
+                if load.leader == part.leader:
+                    break
+                _elect_preferred(admin, ["probe", "acks-1"])  # the same first replica: the same leader
             if time.monotonic() > deadline:
                 raise RuntimeError(f"partition probe-0 not back to an ISR of 3: {part}")
             time.sleep(0.2)
@@ -943,6 +1048,7 @@ def kafka_kills(run: Run, system: System, prober: Prober, rnd: int, kills: int, 
         victim = part.leader
         direct = DirectProbe([cluster.nodes[n].bootstrap for n in cluster.nodes if n != victim], "probe")
         t0 = time.monotonic()
+        signalled.append(t0)
         cluster.nodes[victim].proc.send_signal(sig)
         direct.start()
         deadline = t0 + 120
@@ -961,6 +1067,7 @@ def kafka_kills(run: Run, system: System, prober: Prober, rnd: int, kills: int, 
         _kill_figure(run, "kafka", rnd, i, kills, victim, part.leader, t0, t_elect, t_direct, prober, sig)
         cluster.kill(victim, sig)  # until it has ended
         cluster.restart(victim, timeout=180)
+    return signalled
 
 
 # ---- the report -----------------------------------------------------------------------------
@@ -1190,6 +1297,21 @@ def report(run: Run, meta: dict) -> str:
                   "", ("| broker | stops | new master p50 / max | master acknowledges acks=all p50 / max | "
                        "longest pause in the producer's acks p50 / max |"), "|---|---:|---:|---:|---:|"]
         _handover_rows(lines, stops, brokers, ("to_master_s", "to_direct_s", "pause_s"))
+        losses = []
+        for b in brokers:
+            sel = [r for r in stops if r["broker"] == b and "acks1_lost" in r]
+            if sel:
+                acked = sum({r["round"]: r["acks1_acked"] for r in sel}.values())
+                lost = [r["acks1_lost"] for r in sel]
+                losses.append(f"{_label(b)} lost {sum(lost):,} of {acked:,} acknowledged records over {len(sel)} "
+                              f"stops (per stop: median {statistics.median(lost):g}, at most {max(lost):,})")
+        if losses:
+            lines += ["", (f"Meanwhile an acks=1 load wrote {1 / ACKS1_INTERVAL_S:,.0f} numbered "
+                           f"{ACKS1_SIZE}-byte records/s (linger 5 ms) to a second 1-partition RF=3 topic led by "
+                           "the same node (Kafka: the same replica list, so its controller moves both leaderships "
+                           "together); once the stops were over the topic was read back, and each acknowledged "
+                           "record missing from it was counted against the stop signalled last before it was "
+                           "acknowledged: " + "; ".join(losses) + ".")]
 
     lines += ["", "### Targets", "", "| target | measured | |", "|---|---:|---|"]
     g_many = many["gregor"]
