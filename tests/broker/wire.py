@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 
 from kafka.protocol.api_message import ApiMessage
 
@@ -67,3 +68,23 @@ class WireClient:
                 return None
             buf += chunk
         return bytes(buf)
+
+
+def produce(address: str, topic: str, values: list[bytes], acks: int = -1, partition: int = 0) -> int:
+    """One Produce (v8) of `values` as one batch to `partition`, straight to `address` on a
+    connection of its own (no client's Metadata lookups): the partition's error code."""
+    from kafka.protocol.producer import ProduceRequest
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    batch = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                      producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i, value in enumerate(values):
+        batch.append(i, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
+    data = ProduceRequest.TopicProduceData
+    client = WireClient(address)
+    try:
+        answer = client.request(ProduceRequest[8](transactional_id=None, acks=acks, timeout_ms=10000, topic_data=[
+            data(name=topic, partition_data=[data.PartitionProduceData(index=partition,
+                                                                       records=bytes(batch.build()))])]))
+    finally:
+        client.close()
+    return answer.responses[0].partition_responses[0].error_code

@@ -25,6 +25,7 @@ from kafka.errors import NotEnoughReplicasError
 from broker.replication import CHUNKS_IN_FLIGHT, IDLE_WAIT_S
 from compat_tests.clients import CLIENT_NAMES, ClientError, Message, Unsupported, make_client
 from protocol.errors import ErrorCode
+from tests.broker.wire import produce
 from tests.cluster.conftest import SESSION_TIMEOUT_MS, BrokerGroup, wait_described
 from tests.conftest import ROOT
 
@@ -199,13 +200,13 @@ def test_a_master_stopped_cleanly_first_gives_its_sync_state_set_the_acks_1_reco
     # was shipped before reaches a stopped follower's socket buffer and is applied once it runs).
     time.sleep((CHUNKS_IN_FLIGHT + 2) * IDLE_WAIT_S + 0.3)
     try:  # straight to the master: a client's Metadata requests would wait on the stopped nodes
-        assert _produce(group.address(old), topic, values) == ErrorCode.NONE  # the master alone has them
+        assert produce(group.address(old), topic, values, acks=1) == ErrorCode.NONE  # the master alone has them
         stopped_at = time.monotonic()
         group.nodes[old].proc.send_signal(signal.SIGTERM)
         if drain:
             time.sleep(1.5)
             assert group.nodes[old].proc.poll() is None, "the master stopped before its followers held its log"
-            assert _produce(group.address(old), topic, [b"refused"]) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            assert produce(group.address(old), topic, [b"refused"], acks=1) == ErrorCode.NOT_LEADER_OR_FOLLOWER
         else:
             assert group.nodes[old].proc.wait(30) == 0
     finally:
@@ -258,26 +259,6 @@ def test_a_follower_that_leaves_zookeeper_leaves_the_sync_state_set_without_wait
     group.restart(follower)
     assert sorted(group.wait_sync_state_set(3)) == [1, 2, 3]
     assert [r.value for r in read_all(group, topic, partitions=1)[0]] == [b"before", b"while-it-is-away"]
-
-
-def _produce(address: str, topic: str, values: list[bytes]) -> int:
-    """One acks=1 Produce of `values` (one batch) to partition 0, straight to `address`: its error code."""
-    from kafka.protocol.producer import ProduceRequest
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-
-    from tests.broker.wire import WireClient
-    batch = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                      producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
-    for i, value in enumerate(values):
-        batch.append(i, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
-    data = ProduceRequest.TopicProduceData
-    wire = WireClient(address)
-    try:
-        answer = wire.request(ProduceRequest[8](transactional_id=None, acks=1, timeout_ms=10000, topic_data=[data(
-            name=topic, partition_data=[data.PartitionProduceData(index=0, records=bytes(batch.build()))])]))
-    finally:
-        wire.close()
-    return answer.responses[0].partition_responses[0].error_code
 
 
 def test_returning_master_truncates_and_serves_identical_data_after_failing_over_back(broker_group):

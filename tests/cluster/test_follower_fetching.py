@@ -18,10 +18,9 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
-from kafka.protocol.producer import ProduceRequest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from tests.broker.wire import WireClient
+from tests.broker.wire import produce as wire_produce
 from tests.cluster.conftest import ZOOKEEPER_JAR, BrokerGroup, ZooKeeperProcess
 from tests.oracle.both import GREGOR, KAFKA
 from tests.oracle.kafka_broker import KafkaUnavailable
@@ -105,18 +104,7 @@ def partition(client: WireClient) -> tuple[int, int, list[int]]:
 
 
 def produce(address: str, values: list[bytes], check: bool = True) -> int:
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
-    for i, value in enumerate(values):
-        b.append(i, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
-    T = ProduceRequest.TopicProduceData
-    client = WireClient(address)
-    try:
-        r = client.request(ProduceRequest[8](transactional_id=None, acks=-1, timeout_ms=10000, topic_data=[T(
-            name=TOPIC, partition_data=[T.PartitionProduceData(index=0, records=bytes(b.build()))])]))
-    finally:
-        client.close()
-    error = r.responses[0].partition_responses[0].error_code
+    error = wire_produce(address, TOPIC, values)
     assert error == NONE or not check
     return error
 
