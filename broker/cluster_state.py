@@ -167,10 +167,12 @@ class SyncState:
         closes it, a crash lets it time out) whose stream is closed, at once, as Kafka's
         controller takes a broker whose session ended out of every ISR; connected followers
         holding everything below the high watermark join."""
+        def stays(n: int) -> bool:
+            p = self.followers.get(n, Progress())
+            return now_ms - p.caught_up_ms <= self.lag_ms and (live is None or n in live or p.connected)
+
         hw = self.hw_position(log_end)
-        keep = {n for n in self.sync_state_set
-                if n == self.me or (now_ms - self.followers.get(n, Progress()).caught_up_ms <= self.lag_ms
-                                    and (live is None or n in live or self.followers.get(n, Progress()).connected))}
+        keep = {n for n in self.sync_state_set if n == self.me or stays(n)}
         join = {n for n, p in self.followers.items()
                 if n not in self.sync_state_set and p.connected and p.position >= hw
                 and now_ms - p.caught_up_ms <= self.lag_ms}
