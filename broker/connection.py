@@ -15,7 +15,7 @@ import trio
 
 from broker.broker import Broker
 from broker.handlers import dispatch
-from broker.handlers.produce import DurableResponse
+from broker.handlers.produce import Acks0Refused, DurableResponse
 from broker.handlers.sasl import AuthenticationFailure, authenticate
 from broker.listeners import Listener, SaslSession, certificate_refused, ssl_principal
 from broker.peer import listener as peer_listener
@@ -202,8 +202,10 @@ async def _answer(broker: Broker, frame: bytes, peer: str) -> tuple[bytes, Any] 
             if body.body is None:
                 raise _CloseConnection("oversized SASL token")
             return encode_response(request.header, body.body), CLOSE_AFTER
-        if body is None:  # acks=0 produce
+        if body is None or body.__class__ is Acks0Refused:  # acks=0 produce
             broker.metrics.request(request.spec.name, len(frame), 0)
+            if body is not None:  # the answers queued before it are sent, then the connection closes
+                raise _CloseConnection(str(body))
             return None
         if isinstance(body, DurableResponse):
             return None, _after_flush(broker, request, body, len(frame))

@@ -1,10 +1,17 @@
-"""Produce error paths: an unknown topic with auto-creation off, a message above max.message.bytes."""
+"""Produce error paths: an unknown topic with auto-creation off, a message above max.message.bytes,
+an acks=0 produce that fails."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from compat_tests.clients import ClientError, Message
+from tests.broker.wire import WireClient
 
 # How each client reports a produce to a topic that does not exist: the broker's error, or the
 # client's own timeout waiting for the topic's metadata (Java and kafka-python block on metadata).
@@ -29,3 +36,35 @@ def test_message_above_max_message_bytes_fails_with_message_too_large(client, ne
         client.produce(topic, [Message(b"x" * (limit + 1000))], max_request_bytes=limit * 2)
     assert e.value.code == "MESSAGE_TOO_LARGE"
     assert reference.list_offset(topic, 0, -1)[0] == 0
+
+
+def _acks_0_produce(client: WireClient, topic: str, partition: int, value: bytes) -> None:
+    batch = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                      producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    batch.append(0, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
+    data = ProduceRequest.TopicProduceData
+    client.send(ProduceRequest[8](transactional_id=None, acks=0, timeout_ms=10000, topic_data=[
+        data(name=topic, partition_data=[data.PartitionProduceData(index=partition, records=bytes(batch.build()))])]))
+
+
+def test_an_acks_0_produce_that_fails_closes_the_connection(new_topic, bootstrap, reference):
+    """acks=0 has no answer to carry an error, so the broker closes the connection instead: the
+    client sees it close, refreshes its metadata and reconnects (to a new leader, say). One that
+    succeeds keeps the connection."""
+    topic = new_topic()
+    probe = WireClient(bootstrap.split(",")[0])
+    try:
+        metadata = probe.request(MetadataRequest[1](topics=[topic]))
+    finally:
+        probe.close()
+    nodes = {b.node_id: f"{b.host}:{b.port}" for b in metadata.brokers}
+    leader = nodes[metadata.topics[0].partitions[0].leader_id]
+    client = WireClient(leader)
+    try:
+        _acks_0_produce(client, topic, 0, b"kept")
+        assert client.request(MetadataRequest[1](topics=[topic])).topics[0].error_code == 0  # still open
+        _acks_0_produce(client, topic, 5, b"to a partition the topic lacks")  # UNKNOWN_TOPIC_OR_PARTITION
+        assert client.closed_by_peer(), "the connection stayed open after a failed acks=0 produce"
+    finally:
+        client.close()
+    assert reference.list_offset(topic, 0, -1)[0] == 1  # the good record is there

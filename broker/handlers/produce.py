@@ -55,7 +55,7 @@ async def handle_produce(broker: Broker, request: Request):
             Op.WRITE, Res.TRANSACTIONAL_ID, body.transactional_id):
         # Kafka answers the whole request with the error
         results = {key: _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for key in wanted}
-        return None if body.acks == 0 else _response(version, results)
+        return _unanswered(results) if body.acks == 0 else _response(version, results)
     if broker.authorizer is not None:  # Write on each topic, checked before anything else (KafkaApis)
         refused = {topic for topic, _ in wanted if not broker.allowed(Op.WRITE, Res.TOPIC, topic)}
     cluster = broker.cluster
@@ -102,7 +102,7 @@ async def handle_produce(broker: Broker, request: Request):
             if cluster is not None and durable:
                 cluster.appended()
     if body.acks == 0:
-        return None
+        return _unanswered(results)
     if cluster is not None and body.acks == -1 and durable:  # acks=all: the sync-state set must hold them
         return DurableResponse(version, results, durable, handles, broker.metrics,
                                replication=(cluster, end_position, cluster.leading_epoch, body.timeout_ms / 1000,
@@ -110,6 +110,25 @@ async def handle_produce(broker: Broker, request: Request):
     if handles:
         return DurableResponse(version, results, durable, handles, broker.metrics)
     return _response(version, results)
+
+
+@dataclass(slots=True)
+class Acks0Refused:
+    """An acks=0 produce that failed for some partition: no answer is due, so the connection
+    closes, and the client, seeing it close, refreshes its metadata and reconnects (Kafka's
+    KafkaApis does the same). Without it, an acks=0 producer would keep writing to a node that
+    is no longer the partition's leader, or stopping cleanly, and never learn of it."""
+
+    errors: dict[tuple[str, int], str]
+
+    def __str__(self) -> str:
+        return "acks=0 produce failed: " + ", ".join(f"{t}-{p}: {e}" for (t, p), e in self.errors.items())
+
+
+def _unanswered(results: dict[tuple[str, int], tuple]) -> Acks0Refused | None:
+    errors = {key: getattr(result[0], "name", str(result[0])) for key, result in results.items()
+              if result[0] != ErrorCode.NONE}
+    return Acks0Refused(errors) if errors else None
 
 
 def _min_insync(broker: Broker, topic: str) -> int:
