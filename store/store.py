@@ -93,6 +93,7 @@ FULL_WARNING_INTERVAL_S = 10.0  # one "out of disk space" line per this many sec
 # (store/segment.py: sync_filesystem) instead of msyncing each queue's mapping: with 10,000
 # partitions each moved queue cost a syscall and a flush of its own every checkpoint
 SYNCFS_FROM_QUEUES = 64
+KEY_LOOKUP_WAIT_S = 1.0  # lookup_key waits at most this long for the key index to reach the log's end
 STATE_CHUNK = 10_000  # state records per batch when many are written at once (migration, carrying)
 
 
@@ -1385,12 +1386,13 @@ class Store:
 
     # ---- key and message-id lookups --------------------------------------------------
     def lookup_key(self, topic: str, key: bytes, begin_ms: int, end_ms: int,
-                   max_hits: int = 32, wait_s: float = 1.0) -> list[StoredRecord]:
+                   max_hits: int = 32, wait_s: float | None = None) -> list[StoredRecord]:
         """Records of `topic` with `key` stored in [begin_ms, end_ms], newest first. Keys are
-        indexed off the write path: this waits up to `wait_s` for the index to reach what was
-        written before the call; `key_index_behind()` then says how far it still is."""
+        indexed off the write path: this waits up to `wait_s` (KEY_LOOKUP_WAIT_S) for the index
+        to reach what was written before the call; `key_index_behind()` then says how far it
+        still is."""
         meta = self._registry.get(topic)
-        self._keys.wait_caught_up(wait_s)
+        self._keys.wait_caught_up(KEY_LOOKUP_WAIT_S if wait_s is None else wait_s)
         hits: list[StoredRecord] = []
         for pos, delta in self._key_index.candidates(records.key_hash(topic, key), begin_ms, end_ms):
             rec = self._record_at(pos, delta)

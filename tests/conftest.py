@@ -94,6 +94,17 @@ def _no_broker_outlives_its_test():
         broker.stop(signal.SIGKILL)
 
 
+@pytest.fixture(autouse=True)
+def _key_lookups_wait_for_the_index(monkeypatch):
+    """Stores opened in the test process: a key lookup waits until the key index holds what was
+    written before it (up to a minute, not the second a broker gives it). The index is built off the
+    write path, in a worker process started once a key-indexed topic exists; on a loaded CI machine
+    that start took over a second, and tests comparing every key's hits failed on what was not yet
+    indexed. Tests of a lookup that answers before the index caught up pass wait_s themselves."""
+    import store.store
+    monkeypatch.setattr(store.store, "KEY_LOOKUP_WAIT_S", 60.0)
+
+
 # Test brokers use small segments: each broker preallocates its active and next segment, and a
 # suite starts dozens of brokers (the 1 GiB default would need tens of GB of disk). A test that needs
 # bigger files sets commitlog.segment.bytes itself and says why.
