@@ -11,6 +11,7 @@ from kafka.protocol.producer import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from compat_tests.clients import ClientError, Message
+from compat_tests.conftest import eventually
 from tests.broker.wire import WireClient
 
 # How each client reports a produce to a topic that does not exist: the broker's error, or the
@@ -67,4 +68,5 @@ def test_an_acks_0_produce_that_fails_closes_the_connection(new_topic, bootstrap
         assert client.closed_by_peer(), "the connection stayed open after a failed acks=0 produce"
     finally:
         client.close()
-    assert reference.list_offset(topic, 0, -1)[0] == 1  # the good record is there
+    # the good record is there (on a cluster once the followers have it: the high watermark)
+    assert eventually(lambda: reference.list_offset(topic, 0, -1)[0], lambda end: end == 1) == 1

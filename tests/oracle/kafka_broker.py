@@ -252,27 +252,29 @@ class KafkaBroker:
         _running.add(self)
 
     def _wait_ready(self, deadline: float, brokers: int = 1) -> bool:
-        """Until this node answers Metadata naming at least `brokers` registered brokers."""
-        from kafka import KafkaAdminClient
-        from kafka.errors import RetriableError
+        """Until this node answers Metadata naming at least `brokers` registered brokers. Asked
+        on a raw connection: kafka-python's admin client, made while the JVM was not listening
+        yet, waited out a 5 s timeout before its first request after the node had started."""
+        from kafka.protocol.metadata import MetadataRequest
 
-        not_yet = (RetriableError, OSError)  # not listening yet, or not yet registered with its controller
+        from tests.broker.wire import WireClient
+
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return False
-            try:
-                admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000)
-            except not_yet:
-                time.sleep(0.25)
+            try:  # not listening yet, or not yet registered with its controller
+                client = WireClient(self.bootstrap, timeout=5)
+            except OSError:
+                time.sleep(0.1)
                 continue
             try:
-                if len(admin.describe_cluster()["brokers"]) >= brokers:
+                if len(client.request(MetadataRequest[1](topics=[])).brokers) >= brokers:
                     return True
-                time.sleep(0.25)
-            except not_yet:
-                time.sleep(0.25)
+            except (OSError, AssertionError):
+                pass
             finally:
-                admin.close()
+                client.close()
+            time.sleep(0.1)
         return False
 
     def _warm_up(self, deadline: float) -> bool:
