@@ -36,7 +36,14 @@ class BrokerProcess:
     env: dict[str, str] | None = None  # added to the broker's environment (LD_PRELOAD)
 
 
+    _seen: int = 0  # the log's size when the running process was launched
+
     def start(self, timeout: float = 30.0) -> str:
+        self.launch()
+        return self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it (wait_ready): several start side by side."""
         args = [sys.executable, "-m", "broker", "serve", "--data-dir", str(self.data_dir),
                 "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "INFO"]
         if self.open_files is not None:  # set by a process that then execs the broker
@@ -45,14 +52,17 @@ class BrokerProcess:
             args += ["--set", f"{key}={value}"]
         args += self.extra_args
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
-        log = open(self.log_path, "ab")
-        seen = self.log_path.stat().st_size
-        env = {**os.environ, **self.env} if self.env else None
-        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=log, env=env)
+        with open(self.log_path, "ab") as log:
+            self._seen = self.log_path.stat().st_size
+            env = {**os.environ, **self.env} if self.env else None
+            self.proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=log, env=env)
         _running.append(self)
+
+    def wait_ready(self, timeout: float = 30.0) -> str:
+        """Until the launched process listens: its address."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            text = self.log_path.read_bytes()[seen:].decode(errors="replace")
+            text = self.log_path.read_bytes()[self._seen:].decode(errors="replace")
             match = READY.search(text)
             if match:
                 self.bootstrap = f"{match.group(1)}:{match.group(2)}"

@@ -100,8 +100,15 @@ class BrokerGroup:
             self.nodes[node] = BrokerProcess(self.tmp / f"{self.name}-node{node}", settings, port=free_port())
 
     def start(self) -> BrokerGroup:
-        for node in self.nodes.values():
-            node.start(timeout=60)
+        """The first node alone, so that it becomes the master (tests count on it), then the
+        others side by side: a node's start is mostly its interpreter's, and one at a time they
+        were a large part of each cluster test."""
+        first, *others = self.nodes.values()
+        first.start(timeout=60)
+        for node in others:
+            node.launch()
+        for node in others:
+            node.wait_ready(timeout=60)
         self.wait_sync_state_set(self.size)
         return self
 
