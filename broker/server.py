@@ -12,7 +12,6 @@ from pathlib import Path
 
 import trio
 
-from broker.admin_http import serve_admin
 from broker.broker import Broker, new_cluster_id
 from broker.cluster import Cluster
 from broker.config import BrokerConfig
@@ -59,6 +58,8 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
                 handler = partial(serve_connection, broker, lst)
                 nursery.start_soon(partial(trio.serve_listeners, handler, sockets, handler_nursery=nursery))
             if config.admin_port is not None:
+                # imported only here: hypercorn is a tenth of the broker's start-up imports
+                from broker.admin_http import serve_admin
                 admin = await nursery.start(serve_admin, broker, config.host, config.admin_port)
                 print(f"gregor admin API on http://{admin}", file=sys.stderr, flush=True)
             # Everything built so far (modules, protocol schemas, the store's state) lives as long
