@@ -202,11 +202,11 @@ async def _answer(broker: Broker, frame: bytes, peer: str) -> tuple[bytes, Any] 
             if body.body is None:
                 raise _CloseConnection("oversized SASL token")
             return encode_response(request.header, body.body), CLOSE_AFTER
-        if body is None or body.__class__ is Acks0Refused:  # acks=0 produce
+        if body is None or body.__class__ is Acks0Refused:  # acks=0 produce: nothing to answer
             broker.metrics.request(request.spec.name, len(frame), 0)
-            if body is not None:  # the answers queued before it are sent, then the connection closes
-                raise _CloseConnection(str(body))
-            return None
+            if body is None:
+                return None
+            raise _CloseConnection(str(body))  # after the answers queued before it
         if isinstance(body, DurableResponse):
             return None, _after_flush(broker, request, body, len(frame))
         response = encode_response(request.header, body)

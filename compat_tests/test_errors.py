@@ -3,16 +3,12 @@ an acks=0 produce that fails."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from kafka.protocol.metadata import MetadataRequest
-from kafka.protocol.producer import ProduceRequest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from compat_tests.clients import ClientError, Message
 from compat_tests.conftest import eventually
-from tests.broker.wire import WireClient
+from tests.broker.wire import WireClient, produce_request
 
 # How each client reports a produce to a topic that does not exist: the broker's error, or the
 # client's own timeout waiting for the topic's metadata (Java and kafka-python block on metadata).
@@ -39,15 +35,6 @@ def test_message_above_max_message_bytes_fails_with_message_too_large(client, ne
     assert reference.list_offset(topic, 0, -1)[0] == 0
 
 
-def _acks_0_produce(client: WireClient, topic: str, partition: int, value: bytes) -> None:
-    batch = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                      producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
-    batch.append(0, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
-    data = ProduceRequest.TopicProduceData
-    client.send(ProduceRequest[8](transactional_id=None, acks=0, timeout_ms=10000, topic_data=[
-        data(name=topic, partition_data=[data.PartitionProduceData(index=partition, records=bytes(batch.build()))])]))
-
-
 def test_an_acks_0_produce_that_fails_closes_the_connection(new_topic, bootstrap, reference):
     """acks=0 has no answer to carry an error, so the broker closes the connection instead: the
     client sees it close, refreshes its metadata and reconnects (to a new leader, say). One that
@@ -62,9 +49,9 @@ def test_an_acks_0_produce_that_fails_closes_the_connection(new_topic, bootstrap
     leader = nodes[metadata.topics[0].partitions[0].leader_id]
     client = WireClient(leader)
     try:
-        _acks_0_produce(client, topic, 0, b"kept")
+        client.send(produce_request(topic, [b"kept"], acks=0))
         assert client.request(MetadataRequest[1](topics=[topic])).topics[0].error_code == 0  # still open
-        _acks_0_produce(client, topic, 5, b"to a partition the topic lacks")  # UNKNOWN_TOPIC_OR_PARTITION
+        client.send(produce_request(topic, [b"to a partition the topic lacks"], acks=0, partition=5))
         assert client.closed_by_peer(), "the connection stayed open after a failed acks=0 produce"
     finally:
         client.close()

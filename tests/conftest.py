@@ -34,9 +34,8 @@ class BrokerProcess:
     open_files: tuple[int, int] | None = None  # (soft, hard) RLIMIT_NOFILE the broker starts with
     extra_args: list[str] = field(default_factory=list)  # more `gregor serve` arguments (--admin-port 0)
     env: dict[str, str] | None = None  # added to the broker's environment (LD_PRELOAD)
+    _seen: int = 0  # the log's size when the running process was launched (wait_ready reads past it)
 
-
-    _seen: int = 0  # the log's size when the running process was launched
 
     def start(self, timeout: float = 30.0) -> str:
         self.launch()

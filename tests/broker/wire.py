@@ -70,9 +70,8 @@ class WireClient:
         return bytes(buf)
 
 
-def produce(address: str, topic: str, values: list[bytes], acks: int = -1, partition: int = 0) -> int:
-    """One Produce (v8) of `values` as one batch to `partition`, straight to `address` on a
-    connection of its own (no client's Metadata lookups): the partition's error code."""
+def produce_request(topic: str, values: list[bytes], acks: int = -1, partition: int = 0):
+    """A Produce (v8) of `values` as one batch to `partition`."""
     from kafka.protocol.producer import ProduceRequest
     from kafka.record.default_records import DefaultRecordBatchBuilder
     batch = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
@@ -80,11 +79,16 @@ def produce(address: str, topic: str, values: list[bytes], acks: int = -1, parti
     for i, value in enumerate(values):
         batch.append(i, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
     data = ProduceRequest.TopicProduceData
+    return ProduceRequest[8](transactional_id=None, acks=acks, timeout_ms=10000, topic_data=[
+        data(name=topic, partition_data=[data.PartitionProduceData(index=partition, records=bytes(batch.build()))])])
+
+
+def produce(address: str, topic: str, values: list[bytes], acks: int = -1, partition: int = 0) -> int:
+    """One produce_request straight to `address` on a connection of its own (no client's
+    Metadata lookups): the partition's error code."""
     client = WireClient(address)
     try:
-        answer = client.request(ProduceRequest[8](transactional_id=None, acks=acks, timeout_ms=10000, topic_data=[
-            data(name=topic, partition_data=[data.PartitionProduceData(index=partition,
-                                                                       records=bytes(batch.build()))])]))
+        answer = client.request(produce_request(topic, values, acks, partition))
     finally:
         client.close()
     return answer.responses[0].partition_responses[0].error_code
