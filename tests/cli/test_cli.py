@@ -187,7 +187,7 @@ def test_ctrl_c_ends_a_group_consume_cleanly_and_commits_what_it_printed(target,
     finally:
         watchdog.cancel()
         consume.kill()
-    assert seen == [b"a\n", b"b\n", b"c\n"]
+    assert seen == [b"a\n", b"b\n", b"c\n"], (consume.returncode, err.decode(errors="replace")[-3000:])
     assert (consume.returncode, out, err) == (0, b"", b"")
     offsets = target("group", "describe", group, "-o", "json").json()["offsets"]
     assert [(o["current_offset"], o["log_end_offset"], o["lag"]) for o in offsets] == [(3, 3, 0)]
