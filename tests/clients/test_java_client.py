@@ -1,7 +1,7 @@
 """The Java client (org.apache.kafka:kafka-clients, the one Spark ships) against a live Gregor:
 what compat_tests/ does not cover (acks 0/1, Spark's read loop, LogAppendTime, added partitions).
 
-Each test drives tests/clients/java/GregorJavaClient.java in a fresh JVM; see `run_java`.
+Each test drives tests/clients/java/GregorJavaClient.java, in the JVM kept for the session; see `run_java`.
 """
 
 from __future__ import annotations

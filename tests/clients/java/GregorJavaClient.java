@@ -5,7 +5,9 @@
  * It only drives the client: it never decides whether the broker's answer is right.
  */
 import java.io.BufferedReader;
+import java.io.ByteArrayOutputStream;
 import java.io.InputStreamReader;
+import java.io.PrintStream;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -98,14 +100,34 @@ public final class GregorJavaClient {
     static final Set<String> FLAGS = Set.of("--sync", "--to-end", "--no-commit");
     static final Object OUT_LOCK = new Object();
 
-    public static void main(String[] argv) {
+    public static void main(String[] argv) throws Exception {
+        if (argv.length == 1 && argv[0].equals("serve")) {
+            serve();
+            return;
+        }
+        startDeadline(deadlineMs(argv));
+        System.exit(run(argv));
+    }
+
+    /** How long a command may run before it counts as hung: --deadline-ms, by default --timeout-ms
+     * + 15 s; 45 s for arguments that do not parse (run() reports them at once). */
+    static long deadlineMs(String[] argv) {
+        try {
+            Args a = new Args(argv);
+            return a.longOpt("--deadline-ms", a.timeoutMs + 15_000);
+        } catch (RuntimeException e) {
+            return 45_000;
+        }
+    }
+
+    /** One command, as main runs it; returns the exit code instead of exiting. */
+    static int run(String[] argv) {
         if (argv.length == 0 || argv[0].equals("help") || argv[0].equals("--help")) {
             (argv.length == 0 ? System.err : System.out).println(USAGE);
-            System.exit(argv.length == 0 ? 2 : 0);
+            return argv.length == 0 ? 2 : 0;
         }
         try {
             Args a = new Args(argv);
-            startDeadline(a.longOpt("--deadline-ms", a.timeoutMs + 15_000));
             switch (a.command) {
                 case "produce": produce(a); break;
                 case "consume-assign": consumeAssign(a); break;
@@ -116,17 +138,67 @@ public final class GregorJavaClient {
                 case "admin": admin(a); break;
                 default: throw new UsageError("unknown command " + a.command);
             }
-            System.out.flush();
-            System.exit(0);
+            synchronized (OUT_LOCK) { System.out.flush(); }
+            return 0;
         } catch (UsageError e) {
             System.err.println("ERROR: " + e.getMessage() + "\n" + USAGE);
-            System.exit(2);
+            return 2;
         } catch (Throwable e) {
-            System.out.flush();
+            synchronized (OUT_LOCK) { System.out.flush(); }
             String hint = root(e) instanceof org.apache.kafka.common.errors.TimeoutException
                 ? "\n  (no usable answer from the --bootstrap broker within --timeout-ms)" : "";
             System.err.println("ERROR: " + describe(e) + hint);
-            System.exit(1);
+            return 1;
+        }
+    }
+
+    /**
+     * One JVM for many commands, so that each does not pay the JVM's start and the client's class
+     * loading (about 2 s a call on a small machine). Each stdin line is one command, its arguments
+     * base64-encoded and separated by spaces; each gets one stdout line: the exit code, then its
+     * stdout and its stderr, base64-encoded, separated by spaces. Commands run one at a time, each
+     * with System.out and System.err of its own. A command that outlives its hard deadline is
+     * answered with exit code 3 and ends the JVM, as it would end its own. txn-producer reads
+     * stdin, so it is not served.
+     */
+    static void serve() throws Exception {
+        PrintStream answers = System.out;
+        PrintStream between = System.err;  // client logs between commands
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        for (String line; (line = in.readLine()) != null; ) {
+            String[] argv = line.isEmpty() ? new String[0]
+                : Arrays.stream(line.split(" ")).map(w -> new String(Base64.getDecoder().decode(w),
+                    StandardCharsets.UTF_8)).toArray(String[]::new);
+            ByteArrayOutputStream out = new ByteArrayOutputStream(), err = new ByteArrayOutputStream();
+            PrintStream callOut = new PrintStream(out, false, StandardCharsets.UTF_8);
+            PrintStream callErr = new PrintStream(err, true, StandardCharsets.UTF_8);
+            long deadlineMs = deadlineMs(argv);
+            int[] rc = {1};
+            synchronized (OUT_LOCK) { System.setOut(callOut); }
+            System.setErr(callErr);
+            Thread call = new Thread(() -> {
+                if (argv.length > 0 && argv[0].equals("txn-producer")) {
+                    System.err.println("ERROR: txn-producer reads stdin; run it in a JVM of its own");
+                    rc[0] = 2;
+                } else {
+                    rc[0] = run(argv);
+                }
+            }, "command");
+            call.setDaemon(true);
+            call.start();
+            call.join(deadlineMs);
+            boolean hung = call.isAlive();
+            if (hung) callErr.println("ERROR: hard deadline of " + deadlineMs + " ms passed; the client hung");
+            synchronized (OUT_LOCK) {
+                callOut.flush();
+                System.setOut(between);
+            }
+            System.setErr(between);
+            Base64.Encoder b64 = Base64.getEncoder();
+            answers.println((hung ? 3 : rc[0]) + " " + b64.encodeToString(out.toByteArray()) + " "
+                + b64.encodeToString(err.toByteArray()));
+            answers.flush();
+            if (hung) Runtime.getRuntime().halt(3);
         }
     }
 
