@@ -107,3 +107,11 @@ def test_java_harness_calls_from_two_threads_run_side_by_side(java, closed_port)
         errors = list(pool.map(call, ["a", "b"]))
     assert all("no usable answer from the --bootstrap broker" in err for err in errors)
     assert time.monotonic() - started < 20  # two 3 s timeouts, not one after the other plus waiting
+
+
+def test_java_harness_keeps_an_empty_last_argument(java, closed_port) -> None:
+    """An empty argument reaches the command: not a usage error ("--key-prefix needs a value")."""
+    with pytest.raises(JavaClientError) as e:
+        run_java(["produce", "--topic", "t", "--count", "1", "--bootstrap", closed_port, "--timeout-ms", "2000",
+                  "--key-prefix", ""], timeout=30)
+    assert "exited 1" in str(e.value) and "TimeoutException" in str(e.value)

@@ -95,7 +95,10 @@ public final class GregorJavaClient {
         "  admin list-offsets --topic T [--partitions 0,1] --spec earliest|latest|max-timestamp|time:MS",
         "          [--isolation read_uncommitted|read_committed]",
         "  admin describe-configs (--topic T | --broker ID) | admin describe-cluster",
-        "  admin list-groups | admin describe-group --group G | admin group-offsets --group G");
+        "  admin list-groups | admin describe-group --group G | admin group-offsets --group G",
+        "  serve   runs the commands above (but txn-producer) one per stdin line, each argument",
+        "          base64-encoded, separated by spaces; answers each with one line: exit code, stdout",
+        "          and stderr, the last two base64-encoded, separated by spaces");
 
     static final Set<String> FLAGS = Set.of("--sync", "--to-end", "--no-commit");
     static final Object OUT_LOCK = new Object();
@@ -167,7 +170,7 @@ public final class GregorJavaClient {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         for (String line; (line = in.readLine()) != null; ) {
             String[] argv = line.isEmpty() ? new String[0]
-                : Arrays.stream(line.split(" ")).map(w -> new String(Base64.getDecoder().decode(w),
+                : Arrays.stream(line.split(" ", -1)).map(w -> new String(Base64.getDecoder().decode(w),
                     StandardCharsets.UTF_8)).toArray(String[]::new);
             ByteArrayOutputStream out = new ByteArrayOutputStream(), err = new ByteArrayOutputStream();
             PrintStream callOut = new PrintStream(out, false, StandardCharsets.UTF_8);
