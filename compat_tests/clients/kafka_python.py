@@ -185,7 +185,8 @@ class Client:
                 # What was read, named: commit() without offsets commits the current assignment's
                 # positions, which are empty after a rebalance that revoked what was read (CI, against
                 # a 3-node Kafka: the test then saw nothing committed)
-                ends = {TopicPartition(topic, p): OffsetAndMetadata(o + 1, "", -1) for (p, o) in sorted(got)}
+                ends = {TopicPartition(topic, p): OffsetAndMetadata(o + 1, "", -1)
+                        for (p, o) in sorted(got)}  # in offset order: each partition's last record wins
                 try:
                     consumer.commit(ends)
                     committed = True
