@@ -18,17 +18,19 @@ GREGOR, KAFKA = "gregor", "apache-kafka"
 
 @contextmanager
 def started(kind: str, tmp: Path, settings: dict[str, str],
-            users: list[tuple[str, str, str]] | None = None) -> Iterator[BrokerProcess | KafkaBroker]:
+            users: list[tuple[str, str, str]] | None = None,
+            kafka_log_level: str = "WARN") -> Iterator[BrokerProcess | KafkaBroker]:
     """The broker `kind` started with `settings` in `tmp`; stopped and its files removed after.
     `users` (name, password, SCRAM mechanism) exist before the first start (Gregor: `gregor user
     add`; Kafka: `kafka-storage format --add-scram` and PLAIN's JAAS entries). Without Kafka's
-    jars the test skips saying so (bin/setup-kafka names what is missing)."""
+    jars the test skips saying so (bin/setup-kafka names what is missing). `kafka_log_level`: Kafka's
+    log4j level, for a test that reads what Kafka logged."""
     if kind == GREGOR:
         # Kafka has no failed.authentication.limit; the scenarios fail on purpose, often, from one address
         process = start_broker(tmp, users=users, **{"failed.authentication.limit": "0", **settings})
     else:
         try:
-            process = KafkaBroker(tmp / "kafka", settings, users=users)
+            process = KafkaBroker(tmp / "kafka", settings, users=users, log_level=kafka_log_level)
         except KafkaUnavailable as e:
             pytest.skip(f"NOT RUN against Apache Kafka: {e}")
         process.start()
