@@ -27,6 +27,7 @@ from tests.security.tls import broker_settings, make_certificates, served_serial
 
 INVALID_REQUEST, INVALID_CONFIG = 42, 40
 KEYSTORE = "listener.name.ssl.ssl.keystore.location"
+CONNECTIONS = 6  # new connections that must all get the renewed certificate: twice each of Kafka's 3 network threads
 
 
 @pytest.fixture(params=[GREGOR, KAFKA])
@@ -35,7 +36,7 @@ def broker(request, tmp_path):
     settings = {"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", **broker_settings(certs)}
     (tmp_path / request.param).mkdir()
     # Kafka at INFO: its SslFactory logs each keystore it builds ("Created new SERVER SSL engine
-    # builder"), which the skip below quotes
+    # builder"), which a failure quotes
     with started(request.param, tmp_path / request.param, settings, kafka_log_level="INFO") as b:
         yield request.param, b, certs
 
@@ -86,24 +87,26 @@ def test_a_renewed_certificate_is_served_without_a_restart_and_a_bad_one_is_refu
     assert served_serial(ssl_listener, certs.ca) == original, "a refused change changed the certificate"
 
     assert alter(admin, node, KEYSTORE, str(renewed)) == 0
-    # Gregor serves it once it answers; Kafka 3.9 (KRaft) a moment later, once its broker has the
-    # controller's metadata record (as for a topic config: test_alter_configs_and_delete_records.py).
-    # A moment is well under a second on an idle machine; whole-suite runs saw more than 60 s (below).
+    # Gregor serves it to every new connection once it answers. Kafka 3.9 (KRaft) a moment later,
+    # once its broker has the controller's metadata record (as for a topic config:
+    # test_alter_configs_and_delete_records.py), and then one network thread after another: each
+    # of its num.network.threads (3) has its own SSL engine builder, reconfigured in turn, and new
+    # connections go to them round-robin. So for that moment a connection may get the renewed
+    # certificate and the next one the old (seen here with the CPUs busy: old, new, old, old,
+    # new...). Waiting for the first new one only is the likely cause of this test's failures in
+    # two whole-suite runs: the next connection, checked last, got the old one.
     deadline = time.monotonic() + (60 if kind == KAFKA else 0)
-    while served_serial(ssl_listener, certs.ca) == original and time.monotonic() < deadline:
+    while True:
+        served = [served_serial(ssl_listener, certs.ca) for _ in range(CONNECTIONS)]
+        if original not in served or time.monotonic() >= deadline:
+            break
         time.sleep(0.2)
+    assert original not in served and None not in served, \
+        f"{CONNECTIONS} new connections got {served} (the old: {original}); its log: {reconfiguration_lines(b.log())}"
     described = admin.describe_configs([ConfigResource(ResourceType.BROKER, node)])
     entries = next(iter(described.values())).result(timeout=30)
     assert entries[KEYSTORE].value == str(renewed)
     assert entries[KEYSTORE].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
-    served = served_serial(ssl_listener, certs.ca)
-    if kind == KAFKA and served == original:
-        # Seen twice in fresh-clone runs of the whole suite (2026-12-02), never alone nor with
-        # tests/security: Kafka took the change and logged nothing, yet served the old certificate
-        # for 60 s. Not understood yet: reported as a skip, the reference's cell only
-        pytest.skip("Kafka 3.9 took the renewed keystore but still served the old certificate after 60 s "
-                    "(seen only in whole-suite runs; not understood yet). Its log: " + reconfiguration_lines(b.log()))
-    assert served not in (original, None), b.log()[-4000:]
 
 
 @contextmanager
