@@ -37,6 +37,7 @@ broker/cluster.py's, and the truncation point broker/cluster_state.py's.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -88,6 +89,11 @@ RECEIVE_LOWAT = 1 << 20
 # ... but not for a chunk's rest smaller than this: it arrives in a few segments, and the two
 # setsockopt calls would cost more than the wake-ups they save (64 KiB requests: one chunk each).
 LOWAT_FROM = 256 << 10
+# A follower moves a chunk from the socket into its commitlog's file with splice(2) through a pipe
+# of this size, not recv into a buffer and then pwrite: the kernel hands the socket's pages to
+# the pipe and copies them once, into the page cache (docs/benchmarks.md). Capped by
+# /proc/sys/fs/pipe-max-size (1 MiB by default).
+PIPE_BYTES = 1 << 20
 IDLE_WAIT_S = 0.05  # an empty chunk after this without appends: the follower's hw, and its report
 RETRY_FIRST_S, RETRY_MAX_S = 0.02, 1.0  # a follower's reconnection backoff
 FULL_RETRY_S = 1.0  # a follower whose disk is full tries the chunk again this often (its stream stays open)
@@ -390,41 +396,61 @@ async def _pull(cluster: Cluster, stream: trio.abc.Stream, node: int, epoch: int
     position = store.log_end_position
     retained_from = store.log_start_position
     await stream.send_all(HOLDS.pack(position))
-    # Chunks are received into reused buffers (BUFFERS) while the previous one is applied (a small
-    # one on this loop, meanwhile the kernel's socket buffer takes the next); a buffer is free again
-    # before the HOLDS report that lets the master send more.
+    # Chunks are received (spliced into the commitlog's file, or into reused buffers, BUFFERS)
+    # while the previous one is applied (a small one on this loop, meanwhile the kernel's socket
+    # buffer takes the next); a buffer is free again before the HOLDS report that lets the master
+    # send more.
     free_send, free = trio.open_memory_channel[bytearray](BUFFERS)
     for _ in range(BUFFERS):
         free_send.send_nowait(bytearray(CHUNK_BYTES))
     arrived_send, arrived = trio.open_memory_channel[tuple](1)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_receive_chunks, stream, free, arrived_send)
-        async for start, hw_position, master_start, buffer, length in arrived:
-            if length:
-                chunk = memoryview(buffer)[:length]
-                try:
-                    if length <= INLINE_APPLY_BYTES and store.applies_in_place(buffer, length):
-                        position = store.append_replicated(start, chunk)
-                    else:
-                        position = await trio.to_thread.run_sync(store.append_replicated, start, chunk)
-                except StorageFull as exc:
-                    position = await _apply_once_room(store, node, start, chunk, exc)
-            if len(buffer) == CHUNK_BYTES:
-                free_send.send_nowait(buffer)
-            copied_to = store.starting_over
-            if copied_to is not None and position >= copied_to:  # a copy (START_OVER) complete: derive it
-                await trio.to_thread.run_sync(store.finish_start_over)
-                retained_from = store.log_start_position
-            store.replicated_to(min(hw_position, position))
-            await stream.send_all(HOLDS.pack(position))
-            if master_start > retained_from and store.starting_over is None:
-                # the master's retention deleted segments: so does this log (not a copy being made:
-                # that is derived from its first position)
-                retained_from = master_start
-                await trio.to_thread.run_sync(store.follow_retention, master_start)
+    # Plain streams splice chunks into the commitlog's file (_Splicer); not while starting over
+    # (the store is opened again when the copy is derived), nor through TLS.
+    splicer = _Splicer.open(store) if status == OK and _socket(stream) is not None else None
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_receive_chunks, stream, free, arrived_send, splicer)
+            async for start, hw_position, master_start, buffer, length in arrived:
+                position = await _apply(store, node, start, buffer, length, position)
+                if buffer is not None and len(buffer) == CHUNK_BYTES:
+                    free_send.send_nowait(buffer)
+                copied_to = store.starting_over
+                if copied_to is not None and position >= copied_to:  # a copy (START_OVER) complete: derive it
+                    await trio.to_thread.run_sync(store.finish_start_over)
+                    retained_from = store.log_start_position
+                store.replicated_to(min(hw_position, position))
+                await stream.send_all(HOLDS.pack(position))
+                if master_start > retained_from and store.starting_over is None:
+                    # the master's retention deleted segments: so does this log (not a copy being made:
+                    # that is derived from its first position)
+                    retained_from = master_start
+                    await trio.to_thread.run_sync(store.follow_retention, master_start)
+    finally:
+        if splicer is not None:
+            splicer.close()
+            with trio.CancelScope(shield=True):  # before this node appends as master, or follows again
+                await trio.to_thread.run_sync(store.discard_spliced)
 
 
-async def _apply_once_room(store: Store, node: int, start: int, chunk: memoryview, full: StorageFull) -> int:
+async def _apply(store: Store, node: int, start: int, buffer: bytearray | None, length: int, position: int) -> int:
+    """Apply one chunk (`buffer` None: spliced into the commitlog's file); the new position."""
+    if not length:
+        return position
+    spliced = buffer is None
+    if spliced:
+        inline = length <= INLINE_APPLY_BYTES and store.applies_spliced_in_place(start, length)
+        apply, chunk = store.apply_spliced, length
+    else:
+        inline = length <= INLINE_APPLY_BYTES and store.applies_in_place(buffer, length)
+        apply, chunk = store.append_replicated, memoryview(buffer)[:length]
+    try:
+        return apply(start, chunk) if inline else await trio.to_thread.run_sync(apply, start, chunk)
+    except StorageFull as exc:
+        return await _apply_once_room(store, node, start, length, buffer, exc)
+
+
+async def _apply_once_room(store: Store, node: int, start: int, length: int, buffer: bytearray | None,
+                           full: StorageFull) -> int:
     """The disk is full: keep the stream (the master waits for this chunk's report, and the
     follower leaves the sync-state set after replica.lag.time.max.ms as any follower that does
     not keep up) and try again every FULL_RETRY_S, from where the log ends (a chunk applies in
@@ -435,11 +461,15 @@ async def _apply_once_room(store: Store, node: int, start: int, chunk: memoryvie
     while True:
         await trio.sleep(FULL_RETRY_S)
         at = max(store.log_end_position, start)  # below start: the chunk opens the next segment
-        if at > start + len(chunk):
+        if at > start + length:
             raise ReplicationError(f"this log ends at {at}, past the chunk it was applying ({start}, "
-                                   f"{len(chunk)} bytes)")
+                                   f"{length} bytes)")
         try:
-            position = await trio.to_thread.run_sync(store.append_replicated, at, chunk[at - start:])
+            if buffer is None:  # spliced: the bytes lie in the file
+                position = await trio.to_thread.run_sync(store.apply_spliced, at, start + length - at)
+            else:
+                position = await trio.to_thread.run_sync(store.append_replicated, at,
+                                                          memoryview(buffer)[at - start:length])
         except StorageFull:
             continue
         log.warning("applying what master %d ships again, from commitlog position %d: space was freed", node, at)
@@ -447,11 +477,14 @@ async def _apply_once_room(store: Store, node: int, start: int, chunk: memoryvie
 
 
 async def _receive_chunks(stream: trio.abc.Stream, free: trio.MemoryReceiveChannel[bytearray],
-                          arrived: trio.MemorySendChannel[tuple]) -> None:
+                          arrived: trio.MemorySendChannel[tuple], splicer: _Splicer | None) -> None:
     sock = _socket(stream)
-    lowat = 1
+    lowat = _Lowat(sock) if sock is not None else None
     while True:
         start, hw_position, master_start, length = CHUNK.unpack(await receive_exactly(stream, CHUNK.size))
+        if length and splicer is not None and await splicer.receive(sock, lowat, start, length):
+            await arrived.send((start, hw_position, master_start, None, length))
+            continue
         buffer = await free.receive() if length <= CHUNK_BYTES else bytearray(length)  # one entry above it
         view = memoryview(buffer)
         got = 0
@@ -462,17 +495,90 @@ async def _receive_chunks(stream: trio.abc.Stream, free: trio.MemoryReceiveChann
             view[got:got + len(data)] = data
             got += len(data)
         while got < length:  # straight into the buffer: no intermediate bytes objects
-            wanted = min(length - got, RECEIVE_LOWAT)
-            if wanted < LOWAT_FROM:
-                wanted = 1
-            if wanted != lowat:
-                sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVLOWAT, wanted)
-                lowat = wanted
+            lowat.expect(length - got)
             n = await sock.recv_into(view[got:length])
             if not n:
                 raise StreamClosed("the master closed the replication stream")
             got += n
-        if lowat != 1:  # the next chunk's header wakes it, however small the chunk
-            sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVLOWAT, 1)
-            lowat = 1
+        if lowat is not None:
+            lowat.expect(0)  # the next chunk's header wakes it, however small the chunk
         await arrived.send((start, hw_position, master_start, buffer, length))
+
+
+class _Lowat:
+    """The follower socket's SO_RCVLOWAT, set for what a chunk still lacks (RECEIVE_LOWAT)."""
+
+    def __init__(self, sock: trio.socket.SocketType) -> None:
+        self.sock = sock
+        self.value = 1
+
+    def expect(self, left: int) -> None:
+        wanted = min(left, RECEIVE_LOWAT)
+        if wanted < LOWAT_FROM:
+            wanted = 1
+        if wanted != self.value:
+            self.sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVLOWAT, wanted)
+            self.value = wanted
+
+
+class _Splicer:
+    """A pipe a follower's chunks go through from the socket into the commitlog's file, with
+    splice(2): the socket's pages move into the pipe without a copy, and are copied once, into
+    the page cache. recv into a buffer and then pwrite copied each byte twice; in a probe on
+    loopback (sendfile to a socket, 4 MiB chunks) the receiving thread spent 0.35-0.45 CPU s/GB
+    against 0.56-0.67 (docs/benchmarks.md). The bytes are written past the log's write position
+    as they arrive; the chunk is then read, checked and derived from the mapping in order
+    (Store.apply_spliced), and what was never applied is zeroed when the stream ends
+    (Store.discard_spliced)."""
+
+    def __init__(self, store: Store, read_fd: int, write_fd: int, size: int) -> None:
+        self.store = store
+        self.read_fd, self.write_fd, self.size = read_fd, write_fd, size
+
+    @classmethod
+    def open(cls, store: Store) -> _Splicer | None:
+        if not hasattr(os, "splice"):  # not Linux: recv and pwrite
+            return None
+        read_fd, write_fd = os.pipe()
+        size = PIPE_BYTES
+        try:
+            with open("/proc/sys/fs/pipe-max-size") as f:
+                size = min(size, int(f.read()))
+            size = fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, size)
+        except (OSError, ValueError):  # the pipe keeps its default size: more calls, same bytes
+            size = fcntl.fcntl(write_fd, fcntl.F_GETPIPE_SZ)
+        return cls(store, read_fd, write_fd, size)
+
+    async def receive(self, sock: trio.socket.SocketType, lowat: _Lowat, start: int, length: int) -> bool:
+        """Splice the chunk [start, start+length) into the commitlog's file; False, having read
+        nothing, where it does not go there (Store.splice_target: the caller receives it into a
+        buffer)."""
+        target = self.store.splice_target(start, length)
+        if target is None:
+            return False
+        fd, offset = target
+        left = length
+        while left:
+            try:
+                n = os.splice(sock.fileno(), self.write_fd, min(left, self.size),
+                              flags=os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK)
+            except BlockingIOError:  # the pipe is empty here: the socket has nothing yet
+                lowat.expect(left)
+                await trio.lowlevel.wait_readable(sock)
+                continue
+            if not n:
+                raise StreamClosed("the master closed the replication stream")
+            left -= n
+            while n:  # the pipe holds just these bytes
+                try:
+                    written = os.splice(self.read_fd, fd, n, offset_dst=offset)
+                except OSError as exc:
+                    raise self.store.write_failed(exc) from exc
+                offset += written
+                n -= written
+        lowat.expect(0)
+        return True
+
+    def close(self) -> None:
+        os.close(self.read_fd)
+        os.close(self.write_fd)

@@ -960,7 +960,52 @@ class Store:
             return False
         return data.find(self._parts[STATE_TOPIC][0].topic_id, 0, end) < 0
 
-    def append_replicated(self, position: int, data: bytes | memoryview) -> int:
+    def splice_target(self, position: int, length: int) -> tuple[int, int] | None:
+        """Where a follower may splice shipped bytes [position, position+length) into the
+        commitlog's file before it applies them with apply_spliced (CommitLog.splice_target):
+        (descriptor, offset), or None when they take append_replicated's way from a buffer (the
+        leader rolled to a new segment, the disk has no room for them, the log directory is
+        offline). Called on the event loop without the append lock (see there)."""
+        if self.offline is not None:
+            return None
+        try:
+            return self._log.splice_target(position, length)
+        except (StorageFull, OSError):  # append_replicated meets it and says so
+            return None
+
+    def applies_spliced_in_place(self, position: int, length: int) -> bool:
+        """applies_in_place for bytes spliced into the commitlog's file."""
+        seg = self._log.segment_at(position)
+        local = position - seg.start if seg is not None else 0
+        return seg is not None and self._start_over is None and \
+            seg.find(self._parts[STATE_TOPIC][0].topic_id, local, local + length) < 0
+
+    def apply_spliced(self, position: int, length: int) -> int:
+        """append_replicated for shipped bytes already spliced into the commitlog's file at
+        `position` (splice_target): read, checked and derived from the mapping, in the same
+        way, and the write position moves past them."""
+        view = self._log.view(position, length)
+        if view is None or len(view) != length:
+            raise ReplicationError(f"spliced bytes at commitlog position {position} are not in this log")
+        return self.append_replicated(position, view, written=True)
+
+    def write_failed(self, exc: OSError) -> StoreError:
+        """The error to raise for a failed write of spliced bytes (the log directory goes offline
+        as with any failed commitlog write; StorageFull for a full disk)."""
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return StorageFull(str(exc))
+        with self._lock:
+            return self._set_offline(exc, "write")
+
+    def discard_spliced(self) -> None:
+        """Zero bytes spliced into the commitlog's file and never applied (the stream ended)."""
+        with self._lock:
+            try:
+                self._log.discard_spliced()
+            except OSError as exc:
+                raise self._set_offline(exc, "write") from exc
+
+    def append_replicated(self, position: int, data: bytes | memoryview, written: bool = False) -> int:
         """Apply commitlog entries shipped by a leader: written byte for byte at `position`,
         then derived by the same dispatcher as an append (store/dispatch.py: consume queues now,
         keys by the key dispatcher). Entries of topics this store does not know (or another
@@ -969,9 +1014,10 @@ class Store:
         end at each state entry, so a topic created by the leader exists before its first
         batch. Every entry must continue its partition (base offset = its high watermark),
         checked before a piece is written: ReplicationError otherwise (a diverged log:
-        truncate first). Returns the new write position."""
+        truncate first). `written`: the bytes already lie in the file at `position` (`data`
+        is this log's mapping of them, apply_spliced). Returns the new write position."""
         if self._start_over is not None:
-            return self._append_copy(position, data)
+            return self._append_copy(position, data, written)
         view = memoryview(data)
         state_id = self._parts[STATE_TOPIC][0].topic_id
         local = piece = 0
@@ -984,7 +1030,7 @@ class Store:
             local += e.length
             headers.append(e)
             if e.topic_id == state_id or local == len(view):
-                end = self._apply_shipped(position + piece, view[piece:local], headers)
+                end = self._apply_shipped(position + piece, view[piece:local], headers, written)
                 if e.topic_id == state_id:
                     with self._state_lock:
                         self._view.apply_batch(self._log.view(e.batch_position, e.batch_size), e.base_offset)
@@ -993,7 +1039,7 @@ class Store:
                 headers = []
         return end
 
-    def _apply_shipped(self, position: int, view: memoryview, entries: list[EntryHeader]) -> int:
+    def _apply_shipped(self, position: int, view: memoryview, entries: list[EntryHeader], written: bool) -> int:
         """Write one piece of shipped entries (read and checked by append_replicated) and derive it.
         Each entry's partition is looked up once, and its batch is read from the shipped bytes,
         which are the written ones: at 10,000 partitions an entry is a ~1 KiB batch, and
@@ -1025,7 +1071,7 @@ class Store:
             for part in markers:
                 reserve_marker(part)
             try:
-                self._log.append_raw(position, view, entries)
+                self._log.append_raw(position, view, entries, written)
             except OSError as exc:
                 if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                     raise StorageFull(str(exc)) from exc
@@ -1099,13 +1145,13 @@ class Store:
         log.warning("commitlog discarded: it ended below the master's first position %d; copying the master's "
                     "commitlog from there (derived once the copy reaches %d)", position, end)
 
-    def _append_copy(self, position: int, data: bytes | memoryview) -> int:
+    def _append_copy(self, position: int, data: bytes | memoryview, written: bool) -> int:
         """Write shipped entries while starting over: checked and written, not derived yet."""
         with self._lock:
             if self.offline is not None:
                 raise self.offline
             try:
-                self._log.append_raw(position, data)
+                self._log.append_raw(position, data, written=written)
             except OSError as exc:
                 if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                     raise StorageFull(str(exc)) from exc

@@ -6,11 +6,13 @@ holds sends nothing, so the caller sends from the mapping instead."""
 
 from __future__ import annotations
 
+import os
 import time
 
+import pytest
 import trio
 
-from broker.replication import CHUNK, _SegmentFile, receive_exactly
+from broker.replication import CHUNK, StreamClosed, _Lowat, _SegmentFile, _Splicer, receive_exactly
 from store import Store
 from tests.store.conftest import append, build_batch, tiny_config
 
@@ -76,5 +78,62 @@ def test_chunks_sent_from_the_segment_files_give_the_follower_the_leaders_log(tm
 
     trio.run(main)
     _same_log(leader, follower)
+    leader.close()
+    follower.close()
+
+
+def test_chunks_spliced_from_the_socket_into_the_followers_file_give_the_leaders_log(tmp_path):
+    """A follower's _Splicer moves each chunk from the socket through a pipe into its commitlog's
+    file, and applies it from there; at a roll the chunk is not spliced (the caller receives it
+    into a buffer), and a chunk the master's end cut off is never applied and is zeroed."""
+    leader = Store.open(tmp_path / "leader", tiny_config())
+    leader.create_topic("orders", 2, {})
+    follower = Store.open(tmp_path / "follower", tiny_config())
+    for i in range(60):  # several 8 KiB segments
+        append(leader, "orders", i % 2, build_batch([bytes([i]) * 300, b"x"]))
+
+    async def main():
+        master, replica = await _pair()
+        files = _SegmentFile(leader)
+        splicer = _Splicer.open(follower)
+        assert splicer is not None and splicer.size >= 64 << 10
+        lowat = _Lowat(replica.socket)
+        position, spliced, buffered = leader.log_start_position, 0, 0
+        while position < leader.log_end_position:
+            at, data = leader.read_log(position, 3000)
+            header = CHUNK.pack(at, 0, 0, len(data))
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(files.send, master.socket, header, at, len(data))
+                assert CHUNK.unpack(await receive_exactly(replica, CHUNK.size)) == (at, 0, 0, len(data))
+                if await splicer.receive(replica.socket, lowat, at, len(data)):
+                    follower.apply_spliced(at, len(data))
+                    spliced += 1
+                else:
+                    follower.append_replicated(at, await receive_exactly(replica, len(data)))
+                    buffered += 1
+            position = at + len(data)
+        assert spliced > buffered >= 3
+        # the master's end closes halfway through a chunk: the stream ends, nothing is applied
+        append(leader, "orders", 0, build_batch([b"last" * 100]))
+        end = follower.log_end_position
+        at, data = leader.read_log(end, 3000)
+        await master.send_all(CHUNK.pack(at, 0, 0, len(data)) + bytes(data[:len(data) // 2]))
+        await master.aclose()
+        assert CHUNK.unpack(await receive_exactly(replica, CHUNK.size))[0] == at
+        with pytest.raises(StreamClosed):
+            await splicer.receive(replica.socket, lowat, at, len(data))
+        fd, offset = follower.splice_target(at, len(data))
+        assert os.pread(fd, len(data) // 2, offset) == bytes(data[:len(data) // 2])
+        follower.discard_spliced()
+        assert os.pread(fd, len(data), offset) == bytes(len(data)) and follower.log_end_position == end
+        splicer.close()
+        files.close()
+        await replica.aclose()
+
+    trio.run(main)
+    assert (leader.high_watermark("orders", 0), follower.high_watermark("orders", 0)) == (61, 60)
+    for p in range(2):
+        ours = [bytes(b) for b in follower.read("orders", p, 0, 1 << 30).batches]
+        assert ours == [bytes(b) for b in leader.read("orders", p, 0, 1 << 30).batches][:30]
     leader.close()
     follower.close()

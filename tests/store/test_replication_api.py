@@ -5,6 +5,8 @@ log back to a common position (truncate_log)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from store import Store, commitlog
@@ -289,3 +291,61 @@ def test_a_restart_while_starting_over_discards_the_partial_copy(tmp_path):
     finally:
         leader.close()
         follower.close()
+
+
+def _splice(leader: Store, follower: Store, chunk: int) -> int:
+    """Ship like a follower with splice: the bytes written at splice_target's place first, then
+    applied in order with apply_spliced; where it gives no place (a roll), append_replicated.
+    Returns how many chunks went into the file straight."""
+    straight = 0
+    while follower.log_end_position < leader.log_end_position:
+        position, data = leader.read_log(follower.log_end_position, chunk)
+        target = follower.splice_target(position, len(data))
+        if target is None:
+            follower.append_replicated(position, data)
+            continue
+        fd, offset = target
+        assert os.pwrite(fd, data, offset) == len(data)  # what the splice(2) from the socket does
+        follower.apply_spliced(position, len(data))
+        straight += 1
+    return straight
+
+
+def test_bytes_spliced_into_the_file_are_checked_and_derived_as_shipped_ones_are(tmp_path):
+    leader = make(tmp_path / "leader")
+    follower = make(tmp_path / "follower", follower=True)
+    fill(leader, 0, 60)  # several 8 KiB segments: at each roll the bytes take append_replicated's way
+    straight = _splice(leader, follower, 3000)
+    rolls = len(leader._log.segments) - 1
+    assert rolls >= 3 and straight > rolls
+    same(leader, follower)
+    assert [h.offset for h in follower.lookup_key("users", b"u7", 0, 2**62)] == [7]
+    leader.close()
+    follower.close()
+    reopened = Store.open(tmp_path / "follower", tiny_config())
+    assert reopened.high_watermark("users", 0) == 60
+    reopened.close()
+
+
+def test_spliced_bytes_that_do_not_continue_the_log_move_nothing_and_are_zeroed_when_discarded(tmp_path):
+    leader = make(tmp_path / "leader")
+    follower = make(tmp_path / "follower", follower=True)
+    fill(leader, 0, 5)
+    ship(leader, follower)
+    end = follower.log_end_position
+    _, data = leader.read_log(0, 1 << 20)
+    data = bytes(data[:min(len(data), 4000)])
+    fd, offset = follower.splice_target(end, len(data))
+    os.pwrite(fd, data, offset)  # the same entries again: their offsets do not continue this log
+    with pytest.raises(ReplicationError):
+        follower.apply_spliced(end, len(data))
+    assert follower.log_end_position == end and follower.high_watermark("users", 0) == 5
+    assert os.pread(fd, len(data), offset) == data
+    follower.discard_spliced()  # the stream ended: what was never applied is zeroed
+    assert os.pread(fd, len(data), offset) == bytes(len(data))
+    assert follower.splice_target(end - 1, 10) is None  # before the write position: no place
+    fill(leader, 5, 5)
+    assert _splice(leader, follower, 1 << 20) >= 1  # the log goes on where it ended
+    same(leader, follower)
+    leader.close()
+    follower.close()
