@@ -613,6 +613,12 @@ class CommitLog:
 
     def close(self) -> None:
         self.stop_allocator()
+        if self.spliced_end > self.write_position:  # the follower's stream ends first and zeroes them; in case not
+            try:
+                self.discard_spliced()
+            except OSError as exc:
+                log.warning("cannot zero shipped bytes never applied past commitlog position %d: %s",
+                            self.write_position, exc)
         for seg in self.segments:
             seg.drop(unlink=False)
 
