@@ -327,12 +327,17 @@ def test_bytes_spliced_into_the_file_are_checked_and_derived_as_shipped_ones_are
     reopened.close()
 
 
-def test_spliced_bytes_that_do_not_continue_the_log_move_nothing_and_are_zeroed_when_discarded(tmp_path):
+def _caught_up(tmp_path) -> tuple[Store, Store, int]:
+    """A leader with 5 rounds of batches and a follower that holds them all, and its log's end."""
     leader = make(tmp_path / "leader")
     follower = make(tmp_path / "follower", follower=True)
     fill(leader, 0, 5)
     ship(leader, follower)
-    end = follower.log_end_position
+    return leader, follower, follower.log_end_position
+
+
+def test_spliced_bytes_that_do_not_continue_the_log_move_nothing_and_are_zeroed_when_discarded(tmp_path):
+    leader, follower, end = _caught_up(tmp_path)
     _, data = leader.read_log(0, 1 << 20)
     data = bytes(data[:min(len(data), 4000)])
     fd, offset = follower.splice_target(end, len(data))
@@ -352,11 +357,7 @@ def test_spliced_bytes_that_do_not_continue_the_log_move_nothing_and_are_zeroed_
 
 
 def test_closing_the_store_zeroes_spliced_bytes_never_applied(tmp_path):
-    leader = make(tmp_path / "leader")
-    follower = make(tmp_path / "follower", follower=True)
-    fill(leader, 0, 5)
-    ship(leader, follower)
-    end = follower.log_end_position
+    leader, follower, end = _caught_up(tmp_path)
     fill(leader, 5, 3)
     at, data = leader.read_log(end, 1 << 20)
     fd, offset = follower.splice_target(at, len(data))
