@@ -27,7 +27,7 @@ from protocol.api_versions import API_SPECS
 from protocol.codec import decode_request, encode_response
 from store import Store
 
-RECORDED = Path(__file__).resolve().parents[3] / "shared" / "kafka-reference" / "kafka-3.9.0"
+RECORDED = Path(__file__).resolve().parents[1] / "conformance" / "reference" / "kafka-3.9.0"
 PLACEHOLDER = re.compile(r"<(group|topic):([\w-]+)>")
 BLOB_FIELDS = ("metadata", "member_metadata", "assignment", "member_assignment")
 

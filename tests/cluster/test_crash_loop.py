@@ -12,9 +12,10 @@ import pytest
 
 from compat_tests.clients import make_client
 from tests.cluster.test_failover import CHUNK, LoadLoop, check_log, create_topic, read_all
+from tests.kit.tier import soak
 
 pytestmark = [pytest.mark.crash, pytest.mark.clients]
-KILLS = int(os.environ.get("GREGOR_CLUSTER_KILLS", "50"))
+KILLS = int(os.environ.get("GREGOR_CLUSTER_KILLS", soak(full=50, push=5)))
 
 
 def test_sigkill_loop_over_the_group_loses_no_acknowledged_record(broker_group):
@@ -29,9 +30,11 @@ def test_sigkill_loop_over_the_group_loses_no_acknowledged_record(broker_group):
     masters_killed = 0
     try:
         load.wait_chunks(2, timeout=120)
-        for _ in range(KILLS):
-            victim = rng.choice(sorted(group.nodes))
-            masters_killed += victim == group.master(timeout=60)
+        for kill in range(KILLS):
+            master = group.master(timeout=60)
+            # the first kill is the master's, so a short loop (per push: 5 kills) fails over too
+            victim = master if kill == 0 else rng.choice(sorted(group.nodes))
+            masters_killed += victim == master
             group.kill(victim)
             time.sleep(rng.uniform(0.0, 1.5))
             group.restart(victim)  # waits out its old session, then rejoins as follower or master

@@ -22,12 +22,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from store import Store, StoreConfig
 from tests.conftest import TEST_SEGMENT_BYTES, BrokerProcess
+from tests.kit.tier import soak
 
 pytestmark = pytest.mark.crash
 
 PARTITIONS = 4
 PRODUCERS = 3
-KILLS = 10
+KILLS = soak(full=10, push=3)  # per flush mode
 
 
 def _free_port() -> int:

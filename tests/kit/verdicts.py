@@ -1,0 +1,189 @@
+"""Kafka's verdicts kept between runs: a Kafka cell answered from its recorded outcome, not a JVM.
+
+A *Kafka cell* is a test item one of whose parameters is "apache-kafka" (tests/oracle/both.py,
+compat_tests' `target`): the same scenario's run against a real Apache Kafka, beside Gregor's. Its
+outcome is decided by the test's source, the sources of the project's fixtures it uses, its
+parameters, the Kafka version and whether compat_tests run against clusters; a hash of those is the
+cell's key. tests/kafka_verdicts.json keeps, per key, the outcome Kafka gave when the cell last ran
+live.
+
+Per push (`bash bin/test`), a Kafka cell whose key has a recorded passed, skipped or xfailed outcome
+is not run: it is deselected and counted in the summary. A cell whose key has no verdict (a new or
+changed test) runs live against Kafka, and its outcome is added to the file, to be committed. The
+full tier (`bash bin/test --full`, or `--kafka-live`) runs every Kafka cell live, re-records every
+outcome and fails the run if one differs from what was recorded under the same key (drift: Kafka,
+a client or a helper outside the key changed what the cell sees). A skip because Kafka could not be
+set up ("NOT RUN against Apache Kafka") is never recorded, and counts as drift in the full tier.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.kit.tier import FULL
+
+ROOT = Path(__file__).resolve().parents[2]
+VERDICTS = ROOT / "tests" / "kafka_verdicts.json"
+KAFKA_PARAM = "apache-kafka"
+TRUSTED = {"passed", "skipped", "xfailed"}  # recorded outcomes a push may answer from
+NOT_RUN = "NOT RUN against Apache Kafka"  # a skip that says Kafka could not run: never recorded
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--kafka-live", action="store_true", default=False,
+                     help="run every Kafka cell against a live Kafka and re-record its verdict "
+                          "(the full tier does; tests/kit/verdicts.py)")
+
+
+def is_kafka_cell(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and any(value == KAFKA_PARAM for value in callspec.params.values())
+
+
+def _source(obj) -> str:
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        return repr(obj)
+
+
+def _kafka_version() -> str:
+    from tests.oracle.kafka_broker import KAFKA_VERSION
+    return KAFKA_VERSION
+
+
+def _clusters(config: pytest.Config) -> bool:
+    try:
+        cluster = config.getoption("--cluster")
+    except ValueError:  # compat_tests' conftest not loaded in this run
+        cluster = False
+    return bool(cluster) or os.environ.get("GREGOR_COMPAT_CLUSTER") == "1"
+
+
+def cell_key(item: pytest.Item) -> str:
+    """The hash of what decides a Kafka cell's outcome."""
+    parts = [item.nodeid, _source(getattr(item, "function", item)), f"kafka={_kafka_version()}",
+             f"cluster={_clusters(item.config)}"]
+    fixtures = getattr(item, "_fixtureinfo", None)
+    for name, defs in sorted((fixtures.name2fixturedefs if fixtures else {}).items()):
+        for fixturedef in defs:
+            path = inspect.getsourcefile(fixturedef.func) or ""
+            if path.startswith(str(ROOT)) and "/.venv/" not in path:  # the project's own fixtures
+                parts.append(f"fixture {name}:\n{_source(fixturedef.func)}")
+    return hashlib.sha256("\n\0".join(parts).encode()).hexdigest()[:20]
+
+
+class _Verdicts:
+    def __init__(self, config: pytest.Config) -> None:
+        self.live = FULL or config.getoption("--kafka-live")
+        self.recorded: dict[str, dict] = json.loads(VERDICTS.read_text()) if VERDICTS.exists() else {}
+        self.answered: list[str] = []  # node ids answered from a recorded verdict
+        self.cells: dict[str, str] = {}  # node id -> key, Kafka cells that run
+        self.phases: dict[str, dict[str, tuple[str, str]]] = {}  # node id -> phase -> (outcome, reason)
+
+    def outcome(self, nodeid: str) -> tuple[str, str]:
+        phases = self.phases.get(nodeid, {})
+        for phase in ("setup", "call"):
+            if phase in phases and (phase == "call" or phases[phase][0] != "passed"):
+                outcome = phases[phase]
+                break
+        else:
+            return "not run", ""
+        if phases.get("teardown", ("passed", ""))[0] == "failed":
+            return "error", phases["teardown"][1]
+        return outcome
+
+
+_STATE = pytest.StashKey[_Verdicts]()
+_DRIFT = pytest.StashKey[list]()
+_running: list[_Verdicts] = []  # this process's session (pytest_runtest_logreport is given no config)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_STATE] = _Verdicts(config)
+    _running[:] = [config.stash[_STATE]]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    state = config.stash[_STATE]
+    keep, answered = [], []
+    for item in items:
+        if not is_kafka_cell(item):
+            keep.append(item)
+            continue
+        key = cell_key(item)
+        recorded = state.recorded.get(key)
+        if not state.live and recorded is not None and recorded["outcome"] in TRUSTED:
+            answered.append(item)
+        else:
+            state.cells[item.nodeid] = key
+            keep.append(item)
+    if answered:
+        state.answered = [item.nodeid for item in answered]
+        config.hook.pytest_deselected(items=answered)
+        items[:] = keep
+
+
+def _phase_outcome(report: pytest.TestReport) -> tuple[str, str]:
+    reason = ""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        reason = str(report.longrepr[2])
+    if hasattr(report, "wasxfail"):
+        return ("xfailed" if report.skipped else "xpassed"), str(report.wasxfail)
+    if report.failed:
+        return ("failed" if report.when == "call" else "error"), ""
+    return ("skipped" if report.skipped else "passed"), reason
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    state = _running[0] if _running else None
+    if state is not None and report.nodeid in state.cells:
+        state.phases.setdefault(report.nodeid, {})[report.when] = _phase_outcome(report)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    state = session.config.stash.get(_STATE, None)
+    if state is None or not state.cells:
+        return
+    drift, updated = [], dict(state.recorded)
+    version = _kafka_version()
+    for nodeid, key in state.cells.items():
+        outcome, reason = state.outcome(nodeid)
+        if outcome == "not run":
+            continue
+        before = state.recorded.get(key)
+        if before is not None and before["outcome"] != outcome:
+            drift.append(f"{nodeid}: recorded {before['outcome']}, now {outcome} {reason[:200]}".rstrip())
+        if NOT_RUN in reason:
+            continue
+        for stale in [k for k, v in updated.items() if v["test"] == nodeid and k != key]:
+            del updated[stale]  # the cell's test or fixtures changed: its old key is gone for good
+        entry = {"test": nodeid, "outcome": outcome, "kafka": version}
+        if reason and outcome != "passed":
+            entry["reason"] = reason[:300]
+        updated[key] = entry
+    if updated != state.recorded:
+        VERDICTS.write_text(json.dumps(dict(sorted(updated.items(), key=lambda kv: (kv[1]["test"], kv[0]))),
+                                       indent=1) + "\n")
+    session.config.stash[_DRIFT] = drift
+    if drift and state.live and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is None:
+        return
+    live = len(state.cells)
+    if state.answered or live:
+        terminalreporter.write_line(
+            f"Kafka cells: {len(state.answered)} answered by verdicts recorded in "
+            f"{VERDICTS.relative_to(ROOT)} (Kafka {_kafka_version()}), {live} run live")
+    for line in config.stash.get(_DRIFT, []):
+        terminalreporter.write_line(f"KAFKA VERDICT DRIFT {line}", red=True)
