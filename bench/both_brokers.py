@@ -34,7 +34,7 @@ def started(kind: str, tmp: Path, settings: dict[str, str],
         kafka.start()
         listeners, stop = kafka.listeners or {"PLAINTEXT": kafka.bootstrap}, kafka.stop
     else:
-        from tests.conftest import add_users
+        from tests.kit.gregor import add_users
         proc = BrokerProcess(tmp / "gregor", settings)
         if users:
             add_users(proc.data_dir, users)

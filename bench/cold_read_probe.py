@@ -23,7 +23,7 @@ from broker_process import BrokerProcess
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from tests.broker.wire import WireClient
+from tests.kit.wire import WireClient
 
 parser = argparse.ArgumentParser()
 parser.add_argument("source", nargs="?", default=str(ROOT))

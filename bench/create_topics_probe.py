@@ -19,7 +19,7 @@ from broker_process import BrokerProcess
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from tests.broker.wire import WireClient
+from tests.kit.wire import WireClient
 
 BrokerProcess.source = src
 tmp = Path(tempfile.mkdtemp(prefix="gregor-create-probe-"))

@@ -100,7 +100,7 @@ from docs_section import replace_section
 from figures import Spread, spread
 from page_cache import Ballast
 
-if str(ROOT) not in sys.path:  # tests.conftest, tests.cluster.conftest and tests.oracle start the brokers
+if str(ROOT) not in sys.path:  # tests.kit starts the brokers
     sys.path.insert(0, str(ROOT))
 
 SECTION = ("<!-- replication:start -->", "<!-- replication:end -->")
@@ -264,7 +264,7 @@ class System:
     rf: int
     procs: Callable[[], list[MeasuredProcess]]
     logs: Callable[[], str]
-    group: object | None = None  # tests.cluster.conftest.BrokerGroup or tests.oracle.kafka_cluster.KafkaCluster
+    group: object | None = None  # tests.kit.group.BrokerGroup or tests.oracle.kafka_cluster.KafkaCluster
     zk_connect: str = ""
 
     def cpu(self) -> float:
@@ -287,7 +287,7 @@ class System:
 class Run:
     args: argparse.Namespace
     tmp: Path
-    zk: object | None = None  # tests.cluster.conftest.ZooKeeperProcess, started once for the whole run
+    zk: object | None = None  # tests.kit.zookeeper.ZooKeeperProcess, started once for the whole run
     results: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
@@ -312,7 +312,7 @@ def _discard(path: Path) -> None:
 
 @contextmanager
 def gregor_single(run: Run, segment: int) -> Iterator[System]:
-    from tests.conftest import BrokerProcess
+    from tests.kit.gregor import BrokerProcess
     data = run.tmp / f"gregor-single-{uuid.uuid4().hex[:6]}"
     node = BrokerProcess(data / "node", {"commitlog.segment.bytes": str(segment)})
     data.mkdir(parents=True)
@@ -328,7 +328,7 @@ def gregor_single(run: Run, segment: int) -> Iterator[System]:
 @contextmanager
 def gregor_group(run: Run, name: str, segment: int, admin: bool = False,
                  settings: dict[str, str] | None = None) -> Iterator[System]:
-    from tests.cluster.conftest import BrokerGroup
+    from tests.kit.group import BrokerGroup
     data = run.tmp / f"gregor-{name}-{uuid.uuid4().hex[:6]}"
     data.mkdir(parents=True)
     connect = f"{run.zk.connect}/bench-{uuid.uuid4().hex[:12]}"
@@ -826,7 +826,7 @@ class DirectProbe:
     def _probe(self, address: str) -> None:
         from kafka.protocol.producer import ProduceRequest
 
-        from tests.broker.wire import WireClient
+        from tests.kit.wire import WireClient
         data = ProduceRequest.TopicProduceData
         client = None
         try:
@@ -1421,7 +1421,7 @@ def main() -> int:
 
     from both_brokers import compared
 
-    from tests.cluster.conftest import ZOOKEEPER_JAR, ZooKeeperProcess
+    from tests.kit.zookeeper import ZOOKEEPER_JAR, ZooKeeperProcess
     if not ZOOKEEPER_JAR.exists() or shutil.which("java") is None:
         print("ZooKeeper is not installed (bin/setup-zookeeper: apt-get install zookeeper)", file=sys.stderr)
         return 1

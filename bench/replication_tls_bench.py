@@ -173,7 +173,7 @@ def main() -> int:
 
     from both_brokers import compared
 
-    from tests.cluster.conftest import ZOOKEEPER_JAR, ZooKeeperProcess
+    from tests.kit.zookeeper import ZOOKEEPER_JAR, ZooKeeperProcess
     if not ZOOKEEPER_JAR.exists() or shutil.which("java") is None:
         print("ZooKeeper is not installed (bin/setup-zookeeper: apt-get install zookeeper)", file=sys.stderr)
         return 1

@@ -4,7 +4,7 @@ The broker is `--bootstrap HOST:PORT` (or $GREGOR_BOOTSTRAP); without one, every
 twice, against a fresh Gregor and against a real Apache Kafka 3.9 (tests/oracle), both started
 here for the session with the same settings (auto-create off, no initial rebalance delay).
 With `--cluster` (or GREGOR_COMPAT_CLUSTER=1) the two are clusters of three nodes instead: a
-Gregor broker group coordinated by its own ZooKeeper (tests/cluster/conftest.py) and a 3-voter
+Gregor broker group coordinated by its own ZooKeeper (tests/kit/group.py) and a 3-voter
 KRaft Kafka (tests/oracle/kafka_cluster.py). Scenarios may assume nothing else about a broker:
 what they need (topics, configs) they create through Kafka APIs, at the broker's default
 replication factor (-1), which is every node of a Gregor group and 3 on the Kafka cluster. Where the two brokers knowingly differ, KNOWN_DIFFERENCES marks the cell a
@@ -40,9 +40,10 @@ from compat_tests.clients import (
     kafka_python,
     make_client,
 )
-from tests.broker.wire import WireClient
-from tests.cluster.conftest import ZOOKEEPER_JAR, BrokerGroup, ZooKeeperProcess
-from tests.conftest import BrokerProcess, start_broker
+from tests.kit.wire import WireClient
+from tests.kit.group import BrokerGroup
+from tests.kit.zookeeper import ZOOKEEPER_JAR, ZooKeeperProcess
+from tests.kit.gregor import BrokerProcess, start_broker
 from tests.oracle.kafka_broker import KafkaBroker, KafkaUnavailable
 from tests.oracle.kafka_cluster import KafkaCluster
 

@@ -26,7 +26,7 @@ from kafka.protocol.producer import (
     TxnOffsetCommitRequest,
 )
 
-from tests.broker.wire import WireClient
+from tests.kit.wire import WireClient
 
 NOT_COORDINATOR = 16
 GROUP_KEY, TRANSACTION_KEY = 0, 1

@@ -8,7 +8,7 @@ from kafka.protocol.metadata import MetadataRequest
 
 from compat_tests.clients import ClientError, Message
 from compat_tests.conftest import eventually
-from tests.broker.wire import WireClient, produce_request
+from tests.kit.wire import WireClient, produce_request
 
 # How each client reports a produce to a topic that does not exist: the broker's error, or the
 # client's own timeout waiting for the topic's metadata (Java and kafka-python block on metadata).

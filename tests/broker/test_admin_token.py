@@ -19,8 +19,8 @@ from kafka.protocol.admin import DescribeConfigsRequest
 
 from broker.cli import build_parser, config_from_args
 from broker.config import ConfigError
-from tests.broker.wire import WireClient
-from tests.conftest import ROOT, TEST_SEGMENT_BYTES, BrokerProcess
+from tests.kit.wire import WireClient
+from tests.kit.gregor import ROOT, TEST_SEGMENT_BYTES, BrokerProcess
 
 TOKEN = "s3cret-admin-token-0123456789"
 UNKNOWN_ID = "0" * 32

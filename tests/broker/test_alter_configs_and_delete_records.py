@@ -11,24 +11,18 @@ import uuid
 
 import pytest
 from kafka import KafkaProducer
-from kafka.protocol.admin import (
-    AlterConfigsRequest,
-    CreateTopicsRequest,
-    DeleteRecordsRequest,
-    DescribeConfigsRequest,
-    IncrementalAlterConfigsRequest,
-)
+from kafka.protocol.admin import DeleteRecordsRequest
 from kafka.protocol.consumer import ListOffsetsRequest
-from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from tests.broker.wire import WireClient
-from tests.conftest import start_broker
+from tests.kit.wire import APPEND, DELETE, SET, WireClient, incremental, legacy
+from tests.kit.wire import create_topic as create
+from tests.kit.wire import describe_configs as describe
+from tests.kit.gregor import start_broker
 from tests.oracle.both import GREGOR, KAFKA, started
 
 SETTINGS = {"auto.create.topics.enable": "false"}
-TOPIC, SET, DELETE, APPEND = 2, 0, 1, 2
 NONE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC, INVALID_CONFIG = 0, 1, 3, 40
 
 
@@ -45,40 +39,6 @@ def client(broker):
     c.close()
 
 
-def create(client: WireClient, configs: dict[str, str] | None = None, partitions: int = 1) -> tuple[str, int, str]:
-    T = CreateTopicsRequest.CreatableTopic
-    name = f"cfg-{uuid.uuid4().hex[:8]}"
-    r = client.request(CreateTopicsRequest[5](topics=[T(
-        name=name, num_partitions=partitions, replication_factor=1, assignments=[],
-        configs=[T.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])],
-        timeout_ms=15000, validate_only=False))
-    if r.topics[0].error_code == NONE:
-        wait_for_leaders(client, name)
-    return name, r.topics[0].error_code, r.topics[0].error_message
-
-
-def wait_for_leaders(client: WireClient, topic: str) -> None:
-    """Kafka answers CreateTopics once its controller has the topic; the broker learns of it a
-    moment later (until then DescribeConfigs lists nothing for it). Gregor has it at once."""
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        r = client.request(MetadataRequest[9](topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
-                                              allow_auto_topic_creation=False,
-                                              include_topic_authorized_operations=False))
-        t = r.topics[0]
-        if t.error_code == NONE and t.partitions and all(p.leader_id >= 0 for p in t.partitions):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{topic} has no leaders after 15 s")
-
-
-def describe(client: WireClient, topic: str, *names: str) -> dict[str, tuple[str, int]]:
-    r = client.request(DescribeConfigsRequest[4](resources=[DescribeConfigsRequest.DescribeConfigsResource(
-        resource_type=TOPIC, resource_name=topic, configuration_keys=list(names))],
-        include_synonyms=False, include_documentation=False))
-    return {c.name: (c.value, c.config_source) for c in r.results[0].configs}
-
-
 def settled(client: WireClient, topic: str, *names: str, until) -> dict[str, tuple[str, int]]:
     """DescribeConfigs once `until` holds for it, or its last answer after 15 s: Kafka's broker
     applies an altered config when the controller's metadata reaches it, a moment after the
@@ -89,23 +49,6 @@ def settled(client: WireClient, topic: str, *names: str, until) -> dict[str, tup
         if until(configs) or time.monotonic() > deadline:
             return configs
         time.sleep(0.05)
-
-
-def incremental(client: WireClient, topic: str, *ops: tuple[str, int, str | None], validate_only=False):
-    R = IncrementalAlterConfigsRequest.AlterConfigsResource
-    r = client.request(IncrementalAlterConfigsRequest[1](resources=[R(
-        resource_type=TOPIC, resource_name=topic,
-        configs=[R.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops])],
-        validate_only=validate_only))
-    return r.responses[0].error_code, r.responses[0].error_message
-
-
-def legacy(client: WireClient, topic: str, configs: dict[str, str]):
-    R = AlterConfigsRequest.AlterConfigsResource
-    r = client.request(AlterConfigsRequest[2](resources=[R(
-        resource_type=TOPIC, resource_name=topic,
-        configs=[R.AlterableConfig(name=k, value=v) for k, v in configs.items()])], validate_only=False))
-    return r.responses[0].error_code, r.responses[0].error_message
 
 
 def delete_records(client: WireClient, topic: str, offset: int, partition: int = 0) -> tuple[int, int]:

@@ -7,7 +7,7 @@ import time
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
-from tests.broker.wire import WireClient
+from tests.kit.wire import WireClient
 
 
 def _healthy(bootstrap: str) -> bool:

@@ -8,7 +8,7 @@ import pytest
 from broker import node_sasl
 from broker.cli import build_parser, config_from_args
 from broker.config import ConfigError
-from tests.conftest import ROOT, TEST_SEGMENT_BYTES
+from tests.kit.gregor import ROOT, TEST_SEGMENT_BYTES
 
 
 def parse(*argv):

@@ -10,8 +10,9 @@ import time
 import pytest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
 
-from tests.broker.test_alter_configs_and_delete_records import create, wait_for_leaders
-from tests.broker.wire import WireClient
+from tests.kit.wire import wait_for_leaders
+from tests.kit.wire import create_topic as create
+from tests.kit.wire import WireClient
 from tests.oracle.both import GREGOR, KAFKA, started
 
 NONE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 0, 74, 75

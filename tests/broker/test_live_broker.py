@@ -10,38 +10,9 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from tests.broker.wire import WireClient
-
-
-def batch(n=3, value=b"v"):
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
-    for i in range(n):
-        b.append(i, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
-    return bytes(b.build())
-
-
-def produce(client, topic, records, partition=0, acks=1):
-    T = ProduceRequest.TopicProduceData
-    req = ProduceRequest[9](transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
-        T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])])
-    return client.request(req).responses[0].partition_responses[0]
-
-
-def fetch(client, topic, offset, max_wait_ms=0, min_bytes=1, partition=0):
-    F = FetchRequest.FetchTopic
-    req = FetchRequest[12](replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
-                           isolation_level=0, session_id=0, session_epoch=-1,
-                           topics=[F(topic=topic, partitions=[F.FetchPartition(
-                               partition=partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
-                               log_start_offset=-1, partition_max_bytes=1 << 20)])],
-                           forgotten_topics_data=[], rack_id="")
-    return client.request(req).responses[0].partitions[0]
-
-
-def create(client, topic):
-    client.request(MetadataRequest[12](topics=[MetadataRequest.MetadataRequestTopic(name=topic, topic_id=None)],
-                                       allow_auto_topic_creation=True, include_topic_authorized_operations=False))
+from tests.kit.wire import WireClient, batch, fetch
+from tests.kit.wire import create_by_metadata as create
+from tests.kit.wire import produce_batch as produce
 
 
 def test_long_poll_returns_as_soon_as_a_record_arrives(gregor, topic_name):

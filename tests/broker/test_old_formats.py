@@ -22,8 +22,9 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from tests.broker.test_alter_configs_and_delete_records import create, describe
-from tests.broker.wire import WireClient
+from tests.kit.wire import create_topic as create
+from tests.kit.wire import describe_configs as describe
+from tests.kit.wire import WireClient
 from tests.oracle.both import GREGOR, KAFKA, started
 from tests.protocol.message_sets import BAD_SETS, RECORDS, T0, message_set, read_set, restamped
 

@@ -9,7 +9,7 @@ import resource
 import pytest
 from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
 
-from tests.conftest import TEST_SEGMENT_BYTES, BrokerProcess
+from tests.kit.gregor import TEST_SEGMENT_BYTES, BrokerProcess
 
 KAFKA_STORAGE_ERROR = 56
 

@@ -7,8 +7,10 @@ import pytest
 from kafka.protocol.producer import InitProducerIdRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from tests.broker.test_live_broker import create, fetch, produce
-from tests.broker.wire import WireClient
+from tests.kit.wire import fetch
+from tests.kit.wire import create_by_metadata as create
+from tests.kit.wire import produce_batch as produce
+from tests.kit.wire import WireClient
 
 
 def idempotent_batch(pid: int, seq: int, n: int = 5) -> bytes:

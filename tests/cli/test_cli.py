@@ -350,7 +350,7 @@ def test_group_describe_of_a_non_consumer_group_is_one_line(target):
     kafka-consumer-groups refuses such a group."""
     from kafka.protocol.consumer import JoinGroupRequest, SyncGroupRequest
 
-    from tests.broker.wire import WireClient
+    from tests.kit.wire import WireClient
 
     group = f"connect-like-{time.monotonic_ns()}"
     # ConnectProtocol's worker state: version, the worker's REST URL, its config offset

@@ -4,7 +4,7 @@ a live broker's directory is refused in one line (its .lock)."""
 from __future__ import annotations
 
 from tests.cli.conftest import assert_fails, gregor
-from tests.conftest import start_broker
+from tests.kit.gregor import start_broker
 
 
 def test_add_list_delete_and_the_salted_record(tmp_path):

@@ -11,8 +11,8 @@ from kafka.admin import NewTopic
 from kafka.admin._users import UserScramCredentialDeletion, UserScramCredentialUpsertion
 from kafka.protocol.admin import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
 
-from tests.broker.wire import WireClient
-from tests.cluster.conftest import wait_described
+from tests.kit.wire import WireClient
+from tests.kit.group import wait_described
 from tests.cluster.test_follower_acls import _topic_error, _until
 from tests.security.acl_wire import (
     DENY,

@@ -25,9 +25,10 @@ from kafka.errors import NotEnoughReplicasError
 from broker.replication import CHUNKS_IN_FLIGHT, IDLE_WAIT_S
 from compat_tests.clients import CLIENT_NAMES, ClientError, Message, Unsupported, make_client
 from protocol.errors import ErrorCode
-from tests.broker.wire import produce
-from tests.cluster.conftest import SESSION_TIMEOUT_MS, BrokerGroup, wait_described
-from tests.conftest import ROOT
+from tests.kit.wire import produce
+from tests.kit.group import BrokerGroup, wait_described
+from tests.kit.zookeeper import SESSION_TIMEOUT_MS
+from tests.kit.gregor import ROOT
 
 pytestmark = [pytest.mark.crash, pytest.mark.clients]
 PARTITIONS = 3
@@ -341,7 +342,7 @@ def test_metadata_after_the_master_dies_no_leader_then_the_new_master_before_dro
     from kafka.protocol.metadata import MetadataRequest
 
     from broker.cluster import LISTED_AFTER_LEAVING_MS
-    from tests.broker.wire import WireClient
+    from tests.kit.wire import WireClient
     group = broker_group(3)
     create_topic(group, "moving", partitions=1)
     old = group.master()
@@ -582,7 +583,7 @@ def test_a_follower_answers_an_idempotent_producers_init_producer_id(broker_grou
     ZooKeeper, so a follower answers without writing its commitlog, and ids never repeat."""
     from kafka.protocol.producer import InitProducerIdRequest
 
-    from tests.broker.wire import WireClient
+    from tests.kit.wire import WireClient
     group = broker_group(3)
     master = group.master()
     ids = set()

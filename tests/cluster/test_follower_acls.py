@@ -11,8 +11,8 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.protocol.metadata import MetadataRequest
 
-from tests.broker.wire import WireClient
-from tests.cluster.conftest import wait_described
+from tests.kit.wire import WireClient
+from tests.kit.group import wait_described
 from tests.security.acl_wire import (
     DENY,
     TOPIC_AUTHORIZATION_FAILED,

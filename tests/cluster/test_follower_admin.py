@@ -26,16 +26,9 @@ from kafka.admin import NewTopic
 from kafka.admin._users import UserScramCredentialDeletion, UserScramCredentialUpsertion
 from kafka.protocol.metadata import MetadataRequest
 
-from tests.broker.test_alter_configs_and_delete_records import (
-    DELETE,
-    INVALID_CONFIG,
-    SET,
-    describe,
-    incremental,
-    legacy,
-)
-from tests.broker.wire import WireClient
-from tests.cluster.conftest import wait_described
+from tests.kit.wire import DELETE, INVALID_CONFIG, SET, WireClient, incremental, legacy
+from tests.kit.wire import describe_configs as describe
+from tests.kit.group import wait_described
 from tests.cluster.test_cluster_security import SETTINGS, _alter_users, _authenticates, _users
 from tests.cluster.test_follower_acls import _topic_error, _until
 from tests.security.acl_wire import (

@@ -19,9 +19,10 @@ from kafka.admin import NewTopic
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 
-from tests.broker.wire import WireClient
-from tests.broker.wire import produce as wire_produce
-from tests.cluster.conftest import ZOOKEEPER_JAR, BrokerGroup, ZooKeeperProcess
+from tests.kit.wire import WireClient
+from tests.kit.wire import produce as wire_produce
+from tests.kit.group import BrokerGroup
+from tests.kit.zookeeper import ZOOKEEPER_JAR, ZooKeeperProcess
 from tests.oracle.both import GREGOR, KAFKA
 from tests.oracle.kafka_broker import KafkaUnavailable
 from tests.oracle.kafka_cluster import KafkaCluster

@@ -20,9 +20,10 @@ import pytest
 from kafka import KafkaProducer
 
 from compat_tests.clients import make_client
-from tests.broker.test_live_broker import fetch, produce
-from tests.broker.wire import WireClient
-from tests.cluster.conftest import BrokerGroup, wait_described
+from tests.kit.wire import fetch
+from tests.kit.wire import produce_batch as produce
+from tests.kit.wire import WireClient
+from tests.kit.group import BrokerGroup, wait_described
 from tests.cluster.test_failover import create_topic
 from tests.durability.test_corrupt_broker import _batch, _read_values
 from tests.durability.test_disk_full import _ballast, mount_tmpfs

@@ -24,8 +24,8 @@ from broker.cluster_topics import ClusterTopics
 from broker.zk import ZooKeeper
 from compat_tests.clients import Message, make_client
 from store import Store
-from tests.broker.wire import WireClient
-from tests.cluster.conftest import wait_described
+from tests.kit.wire import WireClient
+from tests.kit.group import wait_described
 from tests.store.conftest import tiny_config
 
 pytestmark = pytest.mark.clients

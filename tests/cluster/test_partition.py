@@ -13,9 +13,10 @@ from kafka.protocol.producer import ProduceRequest
 
 from compat_tests.clients import Message, make_client
 from protocol.errors import ErrorCode
-from tests.broker.test_live_broker import batch
-from tests.broker.wire import WireClient
-from tests.cluster.conftest import BrokerGroup, free_port
+from tests.kit.wire import batch
+from tests.kit.wire import WireClient
+from tests.kit.group import BrokerGroup
+from tests.kit.zookeeper import free_port
 from tests.cluster.tcp_proxy import TcpProxy
 from tests.cluster.test_failover import create_topic, read_all
 

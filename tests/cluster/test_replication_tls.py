@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from broker.replication import HELLO, MAGIC, VERSION, WELCOME
-from tests.cluster.conftest import BrokerGroup, wait_described
+from tests.kit.group import BrokerGroup, wait_described
 from tests.cluster.test_failover import create_topic
 from tests.cluster.test_groups import transactions_read_committed
 from tests.security.brokers import STANDARD_AUTHORIZER

@@ -19,8 +19,8 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
-from tests.broker.wire import WireClient
-from tests.cluster.conftest import wait_described
+from tests.kit.wire import WireClient
+from tests.kit.group import wait_described
 from tests.cluster.test_groups import transactions_read_committed
 from tests.security.acl_wire import DENY, cluster_acl, create_acls
 from tests.security.brokers import STANDARD_AUTHORIZER

@@ -18,8 +18,8 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.metadata import MetadataRequest
 
-from tests.broker.wire import WireClient
-from tests.cluster.conftest import wait_described
+from tests.kit.wire import WireClient
+from tests.kit.group import wait_described
 
 NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER, SECURITY_DISABLED = 41, 6, 54
 

@@ -15,9 +15,10 @@ import uuid
 import pytest
 from kafka.protocol.producer import ProduceRequest
 
-from tests.broker.test_live_broker import fetch
-from tests.broker.wire import WireClient
-from tests.cluster.conftest import ZOOKEEPER_JAR, BrokerGroup, ZooKeeperProcess, wait_described
+from tests.kit.wire import fetch
+from tests.kit.wire import WireClient
+from tests.kit.group import BrokerGroup, wait_described
+from tests.kit.zookeeper import ZOOKEEPER_JAR, ZooKeeperProcess
 from tests.cluster.test_failover import create_topic
 from tests.durability.test_corrupt_broker import _batch, _read_values
 

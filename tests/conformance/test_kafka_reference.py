@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import start_broker
+from tests.kit.gregor import start_broker
 from tests.kit.tier import FULL
 from tests.oracle.kafka_broker import KafkaBroker, KafkaUnavailable
 

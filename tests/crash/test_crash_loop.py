@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from store import Store, StoreConfig
-from tests.conftest import TEST_SEGMENT_BYTES, BrokerProcess
+from tests.kit.gregor import TEST_SEGMENT_BYTES, BrokerProcess
 from tests.kit.tier import soak
 
 pytestmark = pytest.mark.crash

@@ -10,8 +10,9 @@ from kafka.protocol.consumer import FetchRequest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from store import entry as E
-from tests.broker.test_live_broker import create, produce
-from tests.broker.wire import WireClient
+from tests.kit.wire import create_by_metadata as create
+from tests.kit.wire import produce_batch as produce
+from tests.kit.wire import WireClient
 from tests.durability.test_corruption import _entries, _flip
 
 CORRUPT_MESSAGE = 2

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker.test_live_broker import create, produce
-from tests.broker.wire import WireClient
-from tests.conftest import BrokerProcess
+from tests.kit.wire import create_by_metadata as create
+from tests.kit.wire import produce_batch as produce
+from tests.kit.wire import WireClient
+from tests.kit.gregor import BrokerProcess
 from tests.durability.test_corrupt_broker import _batch, _read_values
 
 KAFKA_STORAGE_ERROR = 56

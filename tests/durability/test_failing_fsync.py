@@ -16,7 +16,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaStorageError
 
-from tests.conftest import TEST_SEGMENT_BYTES, BrokerProcess
+from tests.kit.gregor import TEST_SEGMENT_BYTES, BrokerProcess
 
 SHIM_SOURCE = Path(__file__).with_name("failing_fsync.c")
 

@@ -17,7 +17,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.record_batch import parse_header
 from store import Store, StoreConfig
-from tests.conftest import TEST_SEGMENT_BYTES
+from tests.kit.gregor import TEST_SEGMENT_BYTES
 
 TAG = "tag"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BrokerProcess, start_broker
+from tests.kit.gregor import BrokerProcess, start_broker
 from tests.oracle.kafka_broker import KafkaBroker, KafkaUnavailable
 
 GREGOR, KAFKA = "gregor", "apache-kafka"

@@ -257,7 +257,7 @@ class KafkaBroker:
         yet, waited out a 5 s timeout before its first request after the node had started."""
         from kafka.protocol.metadata import MetadataRequest
 
-        from tests.broker.wire import WireClient
+        from tests.kit.wire import WireClient
 
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -285,7 +285,7 @@ class KafkaBroker:
         from kafka.protocol.metadata import FindCoordinatorRequest
         from kafka.protocol.producer import InitProducerIdRequest
 
-        from tests.broker.wire import WireClient
+        from tests.kit.wire import WireClient
 
         client = WireClient(self.bootstrap)
         try:

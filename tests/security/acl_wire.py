@@ -17,7 +17,7 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.metadata import MetadataRequest
 
-from tests.broker.wire import WireClient
+from tests.kit.wire import WireClient
 
 NONE, UNKNOWN_SERVER_ERROR, UNKNOWN_TOPIC_OR_PARTITION = 0, -1, 3
 TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED = 29, 30, 31

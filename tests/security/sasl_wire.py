@@ -6,7 +6,7 @@ from __future__ import annotations
 from kafka.net.sasl.scram import ScramClient
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
-from tests.broker.wire import WireClient
+from tests.kit.wire import WireClient
 
 NONE, UNSUPPORTED_SASL_MECHANISM, SASL_AUTHENTICATION_FAILED = 0, 33, 58
 

@@ -45,8 +45,9 @@ from kafka.protocol.consumer import ListOffsetsRequest, OffsetCommitRequest, Off
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import InitProducerIdRequest
 
-from tests.broker.test_live_broker import batch, fetch, produce
-from tests.broker.wire import WireClient
+from tests.kit.wire import batch, fetch
+from tests.kit.wire import produce_batch as produce
+from tests.kit.wire import WireClient
 from tests.oracle.both import GREGOR, KAFKA
 from tests.oracle.kafka_broker import KafkaBroker
 from tests.security.acl_wire import (

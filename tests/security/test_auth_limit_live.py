@@ -16,8 +16,8 @@ import pytest
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
-from tests.broker.wire import WireClient
-from tests.conftest import start_broker
+from tests.kit.wire import WireClient
+from tests.kit.gregor import start_broker
 from tests.security.brokers import PASSWORD, USER, USERS
 from tests.security.sasl_wire import NONE, SASL_AUTHENTICATION_FAILED, authenticate, handshake
 from tests.security.tls import (

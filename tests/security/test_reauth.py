@@ -9,7 +9,7 @@ import time
 import pytest
 from kafka.protocol.metadata import MetadataRequest
 
-from tests.broker.wire import WireClient
+from tests.kit.wire import WireClient
 from tests.oracle.both import GREGOR, KAFKA
 from tests.security.brokers import MECHANISMS, PASSWORD, SASL_SETTINGS, USER, USERS, started
 from tests.security.sasl_wire import NONE, SASL_AUTHENTICATION_FAILED, authenticate, connect_as

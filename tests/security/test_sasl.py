@@ -15,7 +15,7 @@ from kafka.admin._users import ScramMechanism, UserScramCredentialDeletion, User
 from kafka.errors import KafkaTimeoutError
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
-from tests.broker.wire import WireClient
+from tests.kit.wire import WireClient
 from tests.oracle.both import GREGOR, KAFKA
 from tests.security.brokers import MECHANISMS, PASSWORD, SASL_SETTINGS, USER, USERS, started
 from tests.security.sasl_wire import (

@@ -16,8 +16,8 @@ from kafka.admin import NewTopic
 from kafka.errors import KafkaTimeoutError
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
-from tests.broker.wire import WireClient
-from tests.conftest import BrokerProcess
+from tests.kit.wire import WireClient
+from tests.kit.gregor import BrokerProcess
 from tests.oracle.both import GREGOR, KAFKA, started
 from tests.security.brokers import PASSWORD, USER, USERS
 from tests.security.sasl_wire import NONE, SASL_AUTHENTICATION_FAILED, authenticate

@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.broker.wire import WireClient
+from tests.kit.wire import WireClient
 
 KEY_PASSWORD = "keystore-key-secret"
 SERVER_NAMES = "IP:127.0.0.1,DNS:localhost"

@@ -15,7 +15,7 @@ from kafka import KafkaConsumer, TopicPartition
 from spark_examples import generate_events, replay_window, tagged_view, windowed_aggregates
 from spark_examples.events import closed_windows, expected_aggregates, generate_round
 from spark_examples.topics import create_view, ensure_topic
-from tests.conftest import ROOT, start_broker
+from tests.kit.gregor import ROOT, start_broker
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("kafka_connector")]
 

@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark_examples.topics import create_view, ensure_topic
-from tests.conftest import start_broker
+from tests.kit.gregor import start_broker
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("kafka_connector")]
 

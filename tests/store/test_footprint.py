@@ -13,7 +13,7 @@ from pathlib import Path
 
 from store.commitlog import CommitLog
 from store.segment import ALLOCATE_STEP
-from tests.conftest import ROOT
+from tests.kit.gregor import ROOT
 
 GIB = 1 << 30
 

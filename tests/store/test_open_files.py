@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from store import QueueFilesUnavailable, Store, StoreConfig
-from tests.conftest import ROOT
+from tests.kit.gregor import ROOT
 
 
 def test_the_soft_limit_is_raised_to_the_hard_limit():

@@ -10,7 +10,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.admin import DescribeTransactionsRequest, ListTransactionsRequest
 
-from tests.broker.wire import WireClient
+from tests.kit.wire import WireClient
 from tests.oracle.both import GREGOR, KAFKA, started
 
 TRANSACTIONAL_ID_NOT_FOUND = 105

@@ -26,7 +26,7 @@ from broker.txn_coordinator import TxnCoordinator
 from broker.txn_state import Txn, TxnState
 from protocol.record_batch import parse_header
 from store import Store
-from tests.conftest import ROOT, start_broker
+from tests.kit.gregor import ROOT, start_broker
 from tests.store.conftest import tiny_config
 
 SETTINGS = {"group.initial.rebalance.delay.ms": "0",
