@@ -11,7 +11,7 @@ from pathlib import Path
 
 from broker_process import ROOT, BrokerProcess
 
-if str(ROOT) not in sys.path:  # tests.conftest and tests.oracle start the brokers
+if str(ROOT) not in sys.path:  # tests.kit starts the brokers
     sys.path.insert(0, str(ROOT))
 
 
@@ -29,7 +29,7 @@ def started(kind: str, tmp: Path, settings: dict[str, str],
     """A fresh broker of `kind` ("gregor" or "kafka"); yields listener name -> "host:port"
     (only PLAINTEXT without a `listeners` setting), stops it after."""
     if kind == "kafka":
-        from tests.oracle.kafka_broker import KafkaBroker
+        from tests.kit.kafka import KafkaBroker
         kafka = KafkaBroker(tmp / "kafka", settings, users=users or [])
         kafka.start()
         listeners, stop = kafka.listeners or {"PLAINTEXT": kafka.bootstrap}, kafka.stop

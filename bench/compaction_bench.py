@@ -2,7 +2,7 @@
 Gregor and Apache Kafka 3.9 in the same run (issue 22).
 
 Each round starts one fresh broker (Gregor: a temporary data dir, default 1 GiB commitlog
-segments, async flush; Kafka: tests/oracle's single-node KRaft broker with Kafka's defaults),
+segments, async flush; Kafka: tests/kit/kafka.py's single-node KRaft broker with Kafka's defaults),
 both with log.cleaner.backoff.ms=1000, everything on 127.0.0.1, and creates with confluent-kafka's
 AdminClient a 1-partition topic `compacted` (cleanup.policy=compact, min.cleanable.dirty.ratio=0.01,
 segment.bytes=16 MiB: Kafka cleans only rolled segments; Gregor accepts it and has no such

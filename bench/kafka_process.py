@@ -1,6 +1,6 @@
 """A real Apache Kafka 3.9 broker for bench/run.py, measured like Gregor (bench/broker_process.py).
 
-The process itself is started and stopped by tests/oracle/kafka_broker.py (single-node KRaft on
+The process itself is started and stopped by tests/kit/kafka.py (single-node KRaft on
 free loopback ports, jars from `bin/setup-kafka`); this wraps it with the suite's /proc readings.
 Its settings are Kafka's defaults, except that Gregor's flush.mode=sync maps to
 log.flush.interval.messages=1: Kafka fsyncs the partition's log after every append.
@@ -16,7 +16,7 @@ from broker_process import ROOT, MeasuredProcess
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.oracle.kafka_broker import KAFKA_VERSION, KafkaBroker, KafkaUnavailable, kafka_libs
+from tests.kit.kafka import KAFKA_VERSION, KafkaBroker, KafkaUnavailable, kafka_libs
 
 SYNC_FLUSH = {"log.flush.interval.messages": "1"}
 SYNC_LABEL = "log.flush.interval.messages=1 (fsync after every append)"

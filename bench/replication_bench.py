@@ -1,7 +1,7 @@
 """Replication benchmarks (issue 18): produce throughput of one node against a 3-node broker group
 (acks=1 and acks=all), follower lag under full load, produce latency with acks=1 and acks=all, and
 failover time over repeated SIGKILLs of the master. Gregor and Apache Kafka 3.9 run in the same
-run when Kafka's jars are resolved (bin/setup-kafka) and tests/oracle/kafka_cluster.py is there.
+run when Kafka's jars are resolved (bin/setup-kafka) and tests/kit/kafka_cluster.py is there.
 
 What runs, per round (--repeat, default 3; every figure is the median over the rounds with the
 lowest and highest round):
@@ -124,7 +124,7 @@ def case_disk(seconds: float) -> int:
     return 3 * max(MAX_BYTES, int(seconds * LAG_CASE_BYTES_PER_S)) * 21 // 20 + (2 << 30)
 SESSION_TIMEOUT_MS = 4000  # Gregor's zookeeper.session.timeout.ms: the failover floor
 KAFKA_CLUSTER = {"broker.session.timeout.ms": str(SESSION_TIMEOUT_MS)}  # Kafka's default: 9000
-NODE_HEAP = "512m"  # tests/oracle/kafka_cluster.py's per-node heap; the single Kafka node gets the same
+NODE_HEAP = "512m"  # tests/kit/kafka_cluster.py's per-node heap; the single Kafka node gets the same
 FAILOVER_SEGMENT = 64 << 20
 QUICK_SEGMENT = 64 << 20
 TOPIC_PARTITION_LIMIT = 1_000  # larger counts are split over topics of this many (bench/workloads.py)
@@ -264,7 +264,7 @@ class System:
     rf: int
     procs: Callable[[], list[MeasuredProcess]]
     logs: Callable[[], str]
-    group: object | None = None  # tests.kit.group.BrokerGroup or tests.oracle.kafka_cluster.KafkaCluster
+    group: object | None = None  # tests.kit.group.BrokerGroup or tests.kit.kafka_cluster.KafkaCluster
     zk_connect: str = ""
 
     def cpu(self) -> float:
@@ -352,7 +352,7 @@ def gregor_group(run: Run, name: str, segment: int, admin: bool = False,
 
 @contextmanager
 def kafka_single(run: Run) -> Iterator[System]:
-    from tests.oracle.kafka_broker import KafkaBroker
+    from tests.kit.kafka import KafkaBroker
     data = run.tmp / f"kafka-single-{uuid.uuid4().hex[:6]}"
     kafka = KafkaBroker(data, {}, heap=NODE_HEAP)
     try:
@@ -368,7 +368,7 @@ def kafka_single(run: Run) -> Iterator[System]:
 
 @contextmanager
 def kafka_cluster(run: Run, settings: dict[str, str], inter_broker: str = "PLAINTEXT") -> Iterator[System]:
-    from tests.oracle.kafka_cluster import KafkaCluster
+    from tests.kit.kafka_cluster import KafkaCluster
     data = run.tmp / f"kafka-cluster-{uuid.uuid4().hex[:6]}"
     cluster = KafkaCluster(data, settings, inter_broker=inter_broker)
     try:
@@ -384,9 +384,9 @@ def kafka_cluster(run: Run, settings: dict[str, str], inter_broker: str = "PLAIN
 def kafka_cluster_available() -> str | None:
     """Why the Kafka cluster cannot run, or None."""
     try:
-        import tests.oracle.kafka_cluster  # noqa: F401
+        import tests.kit.kafka_cluster  # noqa: F401
     except ImportError as exc:
-        return f"tests/oracle/kafka_cluster.py cannot be imported: {exc}"
+        return f"tests/kit/kafka_cluster.py cannot be imported: {exc}"
     return None
 
 
@@ -1137,7 +1137,7 @@ def _settings(args: argparse.Namespace, brokers: list[str], meta: dict) -> str:
             f"{min(args.partitions, TOPIC_PARTITION_LIMIT):,}.")
     if "kafka" in brokers:
         text += (f" Kafka 3.9.0: KRaft, each node broker and controller, a {NODE_HEAP} heap per JVM (the single node "
-                 "too); the cluster is tests/oracle/kafka_cluster.py's (internal topics RF 3, "
+                 "too); the cluster is tests/kit/kafka_cluster.py's (internal topics RF 3, "
                  f"min.insync.replicas=2) with broker.session.timeout.ms={SESSION_TIMEOUT_MS} (default 9000; set "
                  f"as Gregor's session timeout), topics RF 3. Kafka's many-partition case is "
                  f"{args.kafka_partitions:,} partitions")

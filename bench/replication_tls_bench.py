@@ -5,7 +5,7 @@ TLS between them, Gregor and Apache Kafka 3.9 in the same run.
 Gregor: a broker group of bench/replication_bench.py (one private ZooKeeper, 1 GiB segments) with
 security.inter.broker.protocol=PLAINTEXT or SSL: the replication port, where the master ships
 its commitlog to each follower, speaks TLS with each node's certificate checked both ways.
-Kafka: tests/oracle/kafka_cluster.py's 3-node KRaft cluster with inter.broker.listener.name
+Kafka: tests/kit/kafka_cluster.py's 3-node KRaft cluster with inter.broker.listener.name
 PLAINTEXT, or an SSL listener on each node (ssl.client.auth=required) that the replica fetchers
 use. Both: the producer writes to the PLAINTEXT listener, so only the traffic between nodes
 changes; the controller's (Kafka) and ZooKeeper's (Gregor) connections stay plaintext. One PEM
@@ -126,7 +126,7 @@ def report(run: rb.Run, meta: dict) -> str:
          f"{rb.EQUAL_BATCH_IN_FLIGHT} in flight), {run.args.seconds:g} s per case, 1 partition of replication "
          "factor 3. Gregor: bench/replication_bench.py's group (1 GiB segments, "
          f"zookeeper.session.timeout.ms={rb.SESSION_TIMEOUT_MS}, min.insync.replicas=1), "
-         "security.inter.broker.protocol PLAINTEXT or SSL. Kafka 3.9.0: tests/oracle/kafka_cluster.py's "
+         "security.inter.broker.protocol PLAINTEXT or SSL. Kafka 3.9.0: tests/kit/kafka_cluster.py's "
          f"KRaft cluster ({rb.NODE_HEAP} heap per JVM, min.insync.replicas=2), inter.broker.listener.name "
          "PLAINTEXT or an SSL listener with ssl.client.auth=required. TLS: one node certificate (RSA 2048, "
          "PEM keystore) on every node, TLS 1.3 as both negotiate it. " + meta["page_cache"]),

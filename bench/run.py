@@ -283,8 +283,8 @@ def _with_kafka(args: argparse.Namespace, parser: argparse.ArgumentParser) -> bo
     try:
         import kafka_process
         reason = kafka_process.unavailable()
-    except ImportError as exc:  # e.g. a tree without tests/oracle
-        reason = f"tests/oracle/kafka_broker.py cannot be imported: {exc}"
+    except ImportError as exc:  # e.g. a tree without tests/kit
+        reason = f"tests/kit/kafka.py cannot be imported: {exc}"
     if reason is None:
         return True
     if args.against_kafka:

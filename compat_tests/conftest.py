@@ -1,11 +1,11 @@
 """The brokers under test and the clients that drive them.
 
 The broker is `--bootstrap HOST:PORT` (or $GREGOR_BOOTSTRAP); without one, every scenario runs
-twice, against a fresh Gregor and against a real Apache Kafka 3.9 (tests/oracle), both started
+twice, against a fresh Gregor and against a real Apache Kafka 3.9 (tests/kit/kafka.py), both started
 here for the session with the same settings (auto-create off, no initial rebalance delay).
 With `--cluster` (or GREGOR_COMPAT_CLUSTER=1) the two are clusters of three nodes instead: a
 Gregor broker group coordinated by its own ZooKeeper (tests/kit/group.py) and a 3-voter
-KRaft Kafka (tests/oracle/kafka_cluster.py). Scenarios may assume nothing else about a broker:
+KRaft Kafka (tests/kit/kafka_cluster.py). Scenarios may assume nothing else about a broker:
 what they need (topics, configs) they create through Kafka APIs, at the broker's default
 replication factor (-1), which is every node of a Gregor group and 3 on the Kafka cluster. Where the two brokers knowingly differ, KNOWN_DIFFERENCES marks the cell a
 strict xfail with its reason, so a difference that goes away fails the suite too.
@@ -44,8 +44,8 @@ from tests.kit.wire import WireClient
 from tests.kit.group import BrokerGroup
 from tests.kit.zookeeper import ZOOKEEPER_JAR, ZooKeeperProcess
 from tests.kit.gregor import BrokerProcess, start_broker
-from tests.oracle.kafka_broker import KafkaBroker, KafkaUnavailable
-from tests.oracle.kafka_cluster import KafkaCluster
+from tests.kit.kafka import KafkaBroker, KafkaUnavailable
+from tests.kit.kafka_cluster import KafkaCluster
 
 SHARED_SETTINGS = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0",
                    # test_compaction.py: the cleaner runs twice a second

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.apps.kafka_apps import apps_libs
-from tests.oracle.both import GREGOR, KAFKA, started
+from tests.kit.both import GREGOR, KAFKA, started
 
 SETTINGS = {"group.initial.rebalance.delay.ms": "0", "log.cleaner.backoff.ms": "500"}
 

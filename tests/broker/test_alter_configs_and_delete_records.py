@@ -20,7 +20,7 @@ from tests.kit.wire import APPEND, DELETE, SET, WireClient, incremental, legacy
 from tests.kit.wire import create_topic as create
 from tests.kit.wire import describe_configs as describe
 from tests.kit.gregor import start_broker
-from tests.oracle.both import GREGOR, KAFKA, started
+from tests.kit.both import GREGOR, KAFKA, started
 
 SETTINGS = {"auto.create.topics.enable": "false"}
 NONE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC, INVALID_CONFIG = 0, 1, 3, 40

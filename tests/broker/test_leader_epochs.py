@@ -13,7 +13,7 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForL
 from tests.kit.wire import wait_for_leaders
 from tests.kit.wire import create_topic as create
 from tests.kit.wire import WireClient
-from tests.oracle.both import GREGOR, KAFKA, started
+from tests.kit.both import GREGOR, KAFKA, started
 
 NONE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 0, 74, 75
 

@@ -25,7 +25,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from tests.kit.wire import create_topic as create
 from tests.kit.wire import describe_configs as describe
 from tests.kit.wire import WireClient
-from tests.oracle.both import GREGOR, KAFKA, started
+from tests.kit.both import GREGOR, KAFKA, started
 from tests.protocol.message_sets import BAD_SETS, RECORDS, T0, message_set, read_set, restamped
 
 SETTINGS = {"auto.create.topics.enable": "false"}

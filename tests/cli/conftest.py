@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.kit.gregor import ROOT
-from tests.oracle.both import GREGOR, KAFKA, started
+from tests.kit.both import GREGOR, KAFKA, started
 
 SETTINGS = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0"}
 

@@ -15,7 +15,7 @@ from kafka.errors import KafkaError
 
 from broker.cli_connect import CliError, command_config
 from tests.cli.conftest import Done, assert_fails, gregor
-from tests.oracle.both import GREGOR, KAFKA, started
+from tests.kit.both import GREGOR, KAFKA, started
 
 pytestmark = pytest.mark.clients
 

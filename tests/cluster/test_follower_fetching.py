@@ -23,9 +23,9 @@ from tests.kit.wire import WireClient
 from tests.kit.wire import produce as wire_produce
 from tests.kit.group import BrokerGroup
 from tests.kit.zookeeper import ZOOKEEPER_JAR, ZooKeeperProcess
-from tests.oracle.both import GREGOR, KAFKA
-from tests.oracle.kafka_broker import KafkaUnavailable
-from tests.oracle.kafka_cluster import KafkaCluster
+from tests.kit.both import GREGOR, KAFKA
+from tests.kit.kafka import KafkaUnavailable
+from tests.kit.kafka_cluster import KafkaCluster
 
 pytestmark = pytest.mark.clients
 SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"

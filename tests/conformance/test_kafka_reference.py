@@ -3,7 +3,7 @@
 `reference/kafka_probe.py` (beside this file) sends 68 wire-level scenarios to a fresh Gregor, and
 each scenario's normalised answers are compared, step by step, with Kafka 3.9.0's, which are
 committed in `reference/kafka-3.9.0/`. Per push those recordings are the oracle. The full tier
-(`bash bin/test --full`) also probes a live Kafka 3.9.0 (tests/oracle, from Maven Central), compares
+(`bash bin/test --full`) also probes a live Kafka 3.9.0 (tests/kit/kafka.py, from Maven Central), compares
 Gregor with those live answers, and checks that the live answers still equal the committed ones
 (`test_recordings_are_kafkas_answers`: a scenario that drifted fails and is re-recorded in place,
 for `git diff` to show). A scenario where Gregor knowingly differs is an expected failure (strict:
@@ -23,7 +23,7 @@ import pytest
 
 from tests.kit.gregor import start_broker
 from tests.kit.tier import FULL
-from tests.oracle.kafka_broker import KafkaBroker, KafkaUnavailable
+from tests.kit.kafka import KafkaBroker, KafkaUnavailable
 
 REFERENCE = Path(__file__).resolve().parent / "reference"
 RECORDED = REFERENCE / "kafka-3.9.0"
@@ -144,7 +144,7 @@ def test_matches_kafka_reference(scenario: str, probe_output: Path, kafka_answer
 
 
 # Scenarios whose answers list the broker's static settings: the reference broker's were not those
-# the suite's Kafka starts with (tests/oracle), so a live answer is not compared with the recording.
+# the suite's Kafka starts with (tests/kit/kafka.py), so a live answer is not compared with the recording.
 STATIC_SETTINGS_SCENARIOS = {"09_describe_configs_topic_with_overrides", "09_describe_configs_broker"}
 
 if FULL:  # per push there is no live Kafka to compare with, and no test

@@ -1,6 +1,6 @@
 """Kafka's verdicts kept between runs: a Kafka cell answered from its recorded outcome, not a JVM.
 
-A *Kafka cell* is a test item one of whose parameters is "apache-kafka" (tests/oracle/both.py,
+A *Kafka cell* is a test item one of whose parameters is "apache-kafka" (tests/kit/both.py,
 compat_tests' `target`): the same scenario's run against a real Apache Kafka, beside Gregor's. Its
 outcome is decided by the test's source, the sources of the project's fixtures it uses, its
 parameters, the Kafka version and whether compat_tests run against clusters; a hash of those is the
@@ -53,7 +53,7 @@ def _source(obj) -> str:
 
 
 def _kafka_version() -> str:
-    from tests.oracle.kafka_broker import KAFKA_VERSION
+    from tests.kit.kafka import KAFKA_VERSION
     return KAFKA_VERSION
 
 

@@ -4,7 +4,7 @@ import base64
 
 import pytest
 
-from tests.oracle.kafka_broker import ARTIFACT, KafkaBroker, KafkaUnavailable, cluster_id
+from tests.kit.kafka import ARTIFACT, KafkaBroker, KafkaUnavailable, cluster_id
 
 
 def test_unresolved_kafka_names_the_artifact_and_how_to_get_it(tmp_path):

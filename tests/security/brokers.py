@@ -4,7 +4,7 @@ listener, PLAIN and SCRAM enabled, and the same users created before the first s
 
 from __future__ import annotations
 
-from tests.oracle.both import started  # noqa: F401  (re-exported for the scenarios)
+from tests.kit.both import started  # noqa: F401  (re-exported for the scenarios)
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")

@@ -48,8 +48,8 @@ from kafka.protocol.producer import InitProducerIdRequest
 from tests.kit.wire import batch, fetch
 from tests.kit.wire import produce_batch as produce
 from tests.kit.wire import WireClient
-from tests.oracle.both import GREGOR, KAFKA
-from tests.oracle.kafka_broker import KafkaBroker
+from tests.kit.both import GREGOR, KAFKA
+from tests.kit.kafka import KafkaBroker
 from tests.security.acl_wire import (
     ALLOW,
     ANY,

@@ -10,7 +10,7 @@ import pytest
 from kafka.protocol.metadata import MetadataRequest
 
 from tests.kit.wire import WireClient
-from tests.oracle.both import GREGOR, KAFKA
+from tests.kit.both import GREGOR, KAFKA
 from tests.security.brokers import MECHANISMS, PASSWORD, SASL_SETTINGS, USER, USERS, started
 from tests.security.sasl_wire import NONE, SASL_AUTHENTICATION_FAILED, authenticate, connect_as
 

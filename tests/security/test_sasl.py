@@ -16,7 +16,7 @@ from kafka.errors import KafkaTimeoutError
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
 from tests.kit.wire import WireClient
-from tests.oracle.both import GREGOR, KAFKA
+from tests.kit.both import GREGOR, KAFKA
 from tests.security.brokers import MECHANISMS, PASSWORD, SASL_SETTINGS, USER, USERS, started
 from tests.security.sasl_wire import (
     NONE,

@@ -18,7 +18,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
 from tests.kit.wire import WireClient
 from tests.kit.gregor import BrokerProcess
-from tests.oracle.both import GREGOR, KAFKA, started
+from tests.kit.both import GREGOR, KAFKA, started
 from tests.security.brokers import PASSWORD, USER, USERS
 from tests.security.sasl_wire import NONE, SASL_AUTHENTICATION_FAILED, authenticate
 from tests.security.test_sasl import VALUES, kafka_python_consume, kafka_python_produce

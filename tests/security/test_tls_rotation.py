@@ -22,7 +22,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tests.oracle.both import GREGOR, KAFKA, started
+from tests.kit.both import GREGOR, KAFKA, started
 from tests.security.tls import broker_settings, make_certificates, served_serial, server_keystore
 
 INVALID_REQUEST, INVALID_CONFIG = 42, 40

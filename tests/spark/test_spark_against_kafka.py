@@ -22,7 +22,7 @@ from spark_examples import windowed_aggregates
 from spark_examples.events import closed_windows, expected_aggregates, generate_round
 from spark_examples.topics import ensure_topic
 from tests.kit.tier import FULL
-from tests.oracle.both import GREGOR, KAFKA, started
+from tests.kit.both import GREGOR, KAFKA, started
 from tests.spark.test_streaming_e2e import read_all
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("kafka_connector")]

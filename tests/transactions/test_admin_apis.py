@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.admin import DescribeTransactionsRequest, ListTransactionsRequest
 
 from tests.kit.wire import WireClient
-from tests.oracle.both import GREGOR, KAFKA, started
+from tests.kit.both import GREGOR, KAFKA, started
 
 TRANSACTIONAL_ID_NOT_FOUND = 105
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.kit.gregor import BrokerProcess, start_broker
-from tests.oracle.kafka_broker import KafkaBroker, KafkaUnavailable
+from tests.kit.kafka import KafkaBroker, KafkaUnavailable
 
 GREGOR, KAFKA = "gregor", "apache-kafka"
 

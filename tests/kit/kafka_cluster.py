@@ -1,5 +1,5 @@
 """A 3-node Apache Kafka 3.9 cluster beside a Gregor broker group: KRaft on loopback, each node a
-broker and a controller (tests/oracle/kafka_broker.py's KafkaBroker, node ids 1..size), the
+broker and a controller (tests/kit/kafka.py's KafkaBroker, node ids 1..size), the
 nodes one static quorum (`controller.quorum.voters`) formatted with one cluster id, each with its
 own data dir and ports from free_port(). Every node keeps its ports across a restart.
 
@@ -15,7 +15,7 @@ import signal
 import time
 from pathlib import Path
 
-from tests.oracle.kafka_broker import KAFKA_VERSION, KafkaBroker, Quorum, cluster_id, free_port
+from tests.kit.kafka import KAFKA_VERSION, KafkaBroker, Quorum, cluster_id, free_port
 
 REPLICATED = {
     "offsets.topic.replication.factor": "3",

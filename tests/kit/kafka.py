@@ -2,7 +2,7 @@
 
 Its jars come from Maven Central through tests/oracle/pom.xml, resolved by bin/setup-kafka into
 .cache/kafka/<version>/ (the directory holds `.resolved` once the copy is complete). Used by the
-pytest fixtures (compat_tests, conformance, security) and by bench/run.py; tests/oracle/kafka_cluster.py
+pytest fixtures (compat_tests, conformance, security) and by bench/run.py; tests/kit/kafka_cluster.py
 runs three of them as one KRaft quorum. Only the process started here is ever signalled, by its PID:
 SIGTERM, then SIGKILL.
 
