@@ -20,7 +20,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 
 from protocol.api_versions import API_SPECS
 from protocol.errors import ErrorCode
-from tests.broker.test_group_recordings import assignment, exchange, running_broker, subscription
+from tests.kit.inprocess import assignment, exchange, running_broker, subscription
 
 TOPIC = "orders"
 

@@ -87,7 +87,7 @@ def test_a_follower_made_master_knows_batches_above_its_high_watermark(tmp_path)
 
     from broker.producer_state import restore
     from protocol.record_batch import parse_header
-    from tests.store.test_replication_api import make, ship
+    from tests.store.replicas import make, ship
 
     leader, follower = make(tmp_path / "leader"), make(tmp_path / "follower", follower=True)
     try:

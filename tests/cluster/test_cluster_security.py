@@ -9,11 +9,10 @@ from __future__ import annotations
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.admin._users import UserScramCredentialDeletion, UserScramCredentialUpsertion
-from kafka.protocol.admin import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
 
 from tests.kit.wire import WireClient
 from tests.kit.group import wait_described
-from tests.cluster.test_follower_acls import _topic_error, _until
+from tests.cluster.admin_calls import _topic_error, _until
 from tests.security.acl_wire import (
     DENY,
     TOPIC_AUTHORIZATION_FAILED,
@@ -22,40 +21,10 @@ from tests.security.acl_wire import (
     delete_acls,
     topic_acl,
 )
-from tests.security.brokers import STANDARD_AUTHORIZER
-from tests.security.test_sasl import _last_answer_within
+from tests.cluster.security_calls import SETTINGS, _alter_users, _authenticates, _users
 
 SASL_AUTHENTICATION_FAILED = 58
 DESCRIBE = 8
-SETTINGS = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-            "sasl.enabled.mechanisms": "SCRAM-SHA-256", "authorizer.class.name": STANDARD_AUTHORIZER,
-            "allow.everyone.if.no.acl.found": "true"}  # PLAINTEXT clients are User:ANONYMOUS, open to all
-
-
-def _alter_users(address: str, *alterations) -> list[tuple[str, int]]:
-    upsertions = [(a.user, int(a.mechanism), a.iterations, a.salt, a.salted_password) for a in alterations
-                  if isinstance(a, UserScramCredentialUpsertion)]
-    deletions = [(a.user, int(a.mechanism)) for a in alterations if isinstance(a, UserScramCredentialDeletion)]
-    client = WireClient(address)
-    try:
-        answer = client.request(AlterUserScramCredentialsRequest[0](deletions=deletions, upsertions=upsertions))
-    finally:
-        client.close()
-    return [(r.user, r.error_code) for r in answer.results]
-
-
-def _users(address: str) -> set[str]:
-    """The users a node holds credentials of (polled instead of authenticating: failed
-    authentications from one address are slowed down and then refused, connection.failed.*)."""
-    client = WireClient(address)
-    try:
-        return {r.user for r in client.request(DescribeUserScramCredentialsRequest[0](users=None)).results}
-    finally:
-        client.close()
-
-
-def _authenticates(address: str, user: str, password: str) -> int:
-    return _last_answer_within(address, "SCRAM-SHA-256", user, password, 0, 0).error_code
 
 
 def test_users_and_acls_made_through_one_group_hold_in_every_group(broker_group):

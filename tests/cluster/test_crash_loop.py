@@ -11,7 +11,7 @@ import time
 import pytest
 
 from compat_tests.clients import make_client
-from tests.cluster.test_failover import CHUNK, LoadLoop, check_log, create_topic, read_all
+from tests.cluster.load import CHUNK, LoadLoop, check_log, create_topic, read_all
 from tests.kit.tier import soak
 
 pytestmark = [pytest.mark.crash, pytest.mark.clients]

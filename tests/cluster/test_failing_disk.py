@@ -15,8 +15,8 @@ from kafka.errors import KafkaError
 from compat_tests.clients import make_client
 from tests.kit.group import wait_described
 from tests.kit.zookeeper import SESSION_TIMEOUT_MS
-from tests.cluster.test_failover import create_topic
-from tests.durability.test_failing_fsync import shim  # noqa: F401 - the fixture that builds the shim
+from tests.cluster.load import create_topic
+from tests.durability.fsync_shim import shim  # noqa: F401 - the fixture that builds the shim
 
 FAILING = 1  # the master: started first
 

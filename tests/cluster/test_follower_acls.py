@@ -5,11 +5,9 @@ only at start and when it became master: a revoked grant stayed in force on it."
 
 from __future__ import annotations
 
-import time
 
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
-from kafka.protocol.metadata import MetadataRequest
 
 from tests.kit.wire import WireClient
 from tests.kit.group import wait_described
@@ -23,23 +21,9 @@ from tests.security.acl_wire import (
     topic_acl,
 )
 from tests.security.brokers import STANDARD_AUTHORIZER
+from tests.cluster.admin_calls import _topic_error, _until
 
 DESCRIBE = 8  # AclOperation DESCRIBE
-
-
-def _topic_error(address: str, topic: str) -> int:
-    client = WireClient(address)
-    try:
-        return client.request(MetadataRequest[1](topics=[topic])).topics[0].error_code
-    finally:
-        client.close()
-
-
-def _until(read, wanted, seconds: float = 15.0):
-    deadline = time.monotonic() + seconds
-    while (found := read()) != wanted:
-        assert time.monotonic() < deadline, f"still {found!r}, not {wanted!r}, after {seconds} s"
-        time.sleep(0.05)
 
 
 def test_acls_changed_at_the_master_are_in_force_on_the_followers(broker_group):

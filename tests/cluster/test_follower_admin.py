@@ -29,8 +29,8 @@ from kafka.protocol.metadata import MetadataRequest
 from tests.kit.wire import DELETE, INVALID_CONFIG, SET, WireClient, incremental, legacy
 from tests.kit.wire import describe_configs as describe
 from tests.kit.group import wait_described
-from tests.cluster.test_cluster_security import SETTINGS, _alter_users, _authenticates, _users
-from tests.cluster.test_follower_acls import _topic_error, _until
+from tests.cluster.security_calls import SETTINGS, _alter_users, _authenticates, _users
+from tests.cluster.admin_calls import _topic_error, _until
 from tests.security.acl_wire import (
     DENY,
     TOPIC_AUTHORIZATION_FAILED,

@@ -24,9 +24,9 @@ from tests.kit.wire import fetch
 from tests.kit.wire import produce_batch as produce
 from tests.kit.wire import WireClient
 from tests.kit.group import BrokerGroup, wait_described
-from tests.cluster.test_failover import create_topic
-from tests.durability.test_corrupt_broker import _batch, _read_values
-from tests.durability.test_disk_full import _ballast, mount_tmpfs
+from tests.cluster.load import create_topic
+from tests.durability.records import _batch, _read_values
+from tests.durability.full_disk import _ballast, mount_tmpfs
 
 pytestmark = [pytest.mark.crash]
 MIB = 1 << 20

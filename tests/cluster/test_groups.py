@@ -13,7 +13,6 @@ from types import SimpleNamespace
 
 import pytest
 import trio
-from confluent_kafka import Consumer, Producer
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewPartitions, NewTopic
 from kafka.protocol.metadata import FindCoordinatorRequest
@@ -27,6 +26,7 @@ from store import Store
 from tests.kit.wire import WireClient
 from tests.kit.group import wait_described
 from tests.store.conftest import tiny_config
+from tests.cluster.transactions import transactions_read_committed
 
 pytestmark = pytest.mark.clients
 
@@ -184,40 +184,6 @@ def test_a_transaction_over_partitions_of_both_groups_commits_and_aborts_as_one(
     assert len({p["leader_id"] for p in parts}) == 2
     assert sorted(transactions_read_committed(boot, "txn-spread", (True, False))) == \
         sorted(f"c{i}".encode() for i in range(8))
-
-
-def transactions_read_committed(boot: str, topic: str, outcomes: tuple[bool, ...], before: int = 0) -> list[bytes]:
-    """One transaction per outcome (True: commit) of 8 records over partitions 0-3 of `topic`
-    (c0..c7 committed, a0..a7 aborted), then what a read_committed consumer reads from the start:
-    until the records of every committed transaction came (and `before` committed earlier), or
-    40 s, and 2 s more for any extra."""
-    producer = Producer({"bootstrap.servers": boot, "transactional.id": f"t-{uuid.uuid4().hex[:6]}",
-                         "transaction.timeout.ms": 30000})
-    producer.init_transactions(30)
-    for commit in outcomes:
-        producer.begin_transaction()
-        for i in range(8):
-            producer.produce(topic, value=f"{'c' if commit else 'a'}{i}".encode(), partition=i % 4)
-        producer.flush(30)
-        (producer.commit_transaction if commit else producer.abort_transaction)(30)
-    consumer = Consumer({"bootstrap.servers": boot, "group.id": f"r-{uuid.uuid4().hex[:6]}",
-                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    values, wanted = [], 8 * sum(outcomes) + before
-    deadline = time.monotonic() + 40
-    try:
-        while time.monotonic() < deadline and len(values) < wanted:
-            msg = consumer.poll(0.5)
-            if msg is not None and not msg.error():
-                values.append(msg.value())
-        time.sleep(2)
-        while (msg := consumer.poll(0.5)) is not None:
-            if not msg.error():
-                values.append(msg.value())
-    finally:
-        consumer.close()
-    return values
 
 
 def _split_group(prefix: str) -> str:

@@ -18,7 +18,7 @@ from tests.kit.wire import WireClient
 from tests.kit.group import BrokerGroup
 from tests.kit.zookeeper import free_port
 from tests.cluster.tcp_proxy import TcpProxy
-from tests.cluster.test_failover import create_topic, read_all
+from tests.cluster.load import create_topic, read_all
 
 pytestmark = pytest.mark.crash
 

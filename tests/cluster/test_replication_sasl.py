@@ -33,8 +33,8 @@ from broker.node_sasl import ANSWER, GO_ON, LOGGED_IN, LOGIN, MAGIC, REFUSED, TO
 from broker.replication import HELLO, VERSION, WELCOME
 from broker.replication import MAGIC as HELLO_MAGIC
 from tests.kit.group import BrokerGroup
-from tests.cluster.test_failover import create_topic
-from tests.cluster.test_replication_tls import ship_fail_over_and_commit
+from tests.cluster.load import create_topic
+from tests.cluster.secured import ship_fail_over_and_commit
 from tests.kit.gregor import add_users
 from tests.security.brokers import STANDARD_AUTHORIZER
 from tests.security.tls import make_certificates, node_keystore, read_until_closed

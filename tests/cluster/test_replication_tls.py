@@ -18,11 +18,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from broker.replication import HELLO, MAGIC, VERSION, WELCOME
-from tests.kit.group import BrokerGroup, wait_described
-from tests.cluster.test_failover import create_topic
-from tests.cluster.test_groups import transactions_read_committed
 from tests.security.brokers import STANDARD_AUTHORIZER
 from tests.security.tls import Certificates, make_certificates, node_keystore, read_until_closed
+from tests.cluster.secured import ship_fail_over_and_commit
 
 pytestmark = pytest.mark.clients
 NODE_SUBJECT = "/O=Gregor tests/CN=gregor-node"
@@ -62,25 +60,6 @@ def node_context(certs, keystore: str) -> ssl.SSLContext:
     context = ssl.create_default_context(cafile=str(made.ca))
     context.load_cert_chain(str(keystores[keystore]))
     return context
-
-
-def ship_fail_over_and_commit(a: BrokerGroup, b: BrokerGroup, topic: str) -> int:
-    """Two groups in sync (so the log went between their nodes): a topic spread over both, a
-    committed and an aborted transaction over it (the coordinator's markers for the other group go
-    over its replication port too), group a's master killed, and one more transaction read
-    through a's new master, which holds what came to it between the nodes. The killed node."""
-    boot = f"{a.bootstrap},{b.bootstrap}"
-    create_topic(a, topic, 4)
-    parts = wait_described(boot, topic, 4)
-    assert {p["leader_id"] for p in parts} == {a.master(), b.master()}
-    assert sorted(transactions_read_committed(boot, topic, (True, False))) == \
-        sorted(f"c{i}".encode() for i in range(8))
-    old = a.master()
-    a.kill(old)
-    a.master(other_than=old)
-    values = transactions_read_committed(boot, topic, (True,), before=8)
-    assert sorted(values) == sorted([f"c{i}".encode() for i in range(8)] * 2)
-    return old
 
 
 def test_groups_ship_fail_over_and_commit_transactions_through_tls(broker_group, certs):

@@ -21,7 +21,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from tests.kit.wire import WireClient
 from tests.kit.group import wait_described
-from tests.cluster.test_groups import transactions_read_committed
+from tests.cluster.transactions import transactions_read_committed
 from tests.security.acl_wire import DENY, cluster_acl, create_acls
 from tests.security.brokers import STANDARD_AUTHORIZER
 

@@ -11,7 +11,7 @@ import time
 
 from kafka import KafkaProducer
 
-from tests.cluster.test_failover import create_topic, read_all
+from tests.cluster.load import create_topic, read_all
 
 LAG_MS = 2000
 SESSION_MS = 15000

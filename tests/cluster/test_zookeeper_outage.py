@@ -19,8 +19,8 @@ from tests.kit.wire import fetch
 from tests.kit.wire import WireClient
 from tests.kit.group import BrokerGroup, wait_described
 from tests.kit.zookeeper import ZOOKEEPER_JAR, ZooKeeperProcess
-from tests.cluster.test_failover import create_topic
-from tests.durability.test_corrupt_broker import _batch, _read_values
+from tests.cluster.load import create_topic
+from tests.durability.records import _batch, _read_values
 
 pytestmark = [pytest.mark.crash]
 REQUEST_TIMED_OUT = 7

@@ -13,6 +13,7 @@ from store import CorruptData, Store
 from store import entry as E
 from store.records import decode
 from tests.store.conftest import append, build_batch, crash_to, saved_checkpoint, tiny_config
+from tests.durability.damage import _entries, _flip
 
 TOPIC = "t"
 PARTITIONS = 3
@@ -26,29 +27,6 @@ def _fill(store: Store, batches: int = 90, create: bool = True) -> None:
         hw = store.high_watermark(TOPIC, p)
         values = [f"{p}:{hw + j}".encode() + b"." * 150 for j in range(2)]
         append(store, TOPIC, p, build_batch(values, keys=[b"k%d" % i, b"k%d" % i]))
-
-
-def _entries(data_dir: Path) -> list[tuple[Path, int, E.EntryHeader]]:
-    """(segment file, offset in file, header) of every valid entry, oldest first."""
-    out = []
-    for path in sorted((data_dir / "commitlog").iterdir()):
-        view = memoryview(path.read_bytes())
-        local = 0
-        while True:
-            e = E.read_entry(view, local, int(path.name))
-            if not isinstance(e, E.EntryHeader):
-                break
-            out.append((path, local, e))
-            local += e.length
-    return out
-
-
-def _flip(path: Path, at: int, count: int = 1) -> None:
-    with open(path, "r+b") as f:
-        f.seek(at)
-        data = bytearray(f.read(count))
-        f.seek(at)
-        f.write(bytes(b ^ 0xFF for b in data))
 
 
 def _middle_of_closed_segment(data_dir: Path) -> tuple[Path, int, E.EntryHeader]:

@@ -6,7 +6,6 @@ restart and without corruption."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,24 +17,13 @@ from tests.kit.wire import create_by_metadata as create
 from tests.kit.wire import produce_batch as produce
 from tests.kit.wire import WireClient
 from tests.kit.gregor import BrokerProcess
-from tests.durability.test_corrupt_broker import _batch, _read_values
+from tests.durability.records import _batch, _read_values
+from tests.durability.full_disk import _ballast, mount_tmpfs
 
 KAFKA_STORAGE_ERROR = 56
 MIB = 1 << 20
 SETTINGS = {"commitlog.segment.bytes": str(MIB), "message.max.bytes": str(64 * 1024),
             "consumequeue.entries.per.file": "1000", "log.retention.ms": "-1"}
-
-
-def mount_tmpfs(path: Path, size: str) -> None:
-    """Mount a tmpfs of `size` ("8m") on `path`, made if missing; skips the test where that is
-    impossible (not root, or no mount allowed)."""
-    path.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          check=False, capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
 
 
 @pytest.fixture
@@ -46,16 +34,6 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
         yield mount_point
     finally:
         subprocess.run(["umount", str(mount_point)], check=True)
-
-
-def _ballast(fs: Path, leave: int) -> Path:
-    """Fill the file system until `leave` bytes remain free."""
-    path = fs / "ballast"
-    stat = os.statvfs(fs)
-    size = stat.f_bavail * stat.f_frsize - leave
-    with open(path, "wb") as f:
-        os.posix_fallocate(f.fileno(), 0, size)
-    return path
 
 
 def _produce_until_full(client: WireClient, topic: str, limit: int = 400) -> tuple[list[bytes], float]:

@@ -6,30 +6,14 @@ and /metrics say the log directory is offline; a restart recovers what was ackno
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import urllib.request
-from pathlib import Path
 
-import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaStorageError
 
+from tests.durability.fsync_shim import shim  # noqa: F401 - the fixture that builds the shim
 from tests.kit.gregor import TEST_SEGMENT_BYTES, BrokerProcess
-
-SHIM_SOURCE = Path(__file__).with_name("failing_fsync.c")
-
-
-@pytest.fixture(scope="module")
-def shim(tmp_path_factory) -> Path:
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.fail("no C compiler (cc/gcc) to build the failing-fsync shim")
-    out = tmp_path_factory.mktemp("shim") / "failing_fsync.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(out), str(SHIM_SOURCE), "-ldl"], check=True)
-    return out
-
 
 def produce(bootstrap: str, values: list[bytes]) -> list:
     """Each value as its own acks=all produce request, no retries: its offset, or the error."""

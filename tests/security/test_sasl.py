@@ -9,7 +9,7 @@ import logging
 import time
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
 from kafka.admin._users import ScramMechanism, UserScramCredentialDeletion, UserScramCredentialUpsertion
 from kafka.errors import KafkaTimeoutError
@@ -26,6 +26,7 @@ from tests.security.sasl_wire import (
     connect_as,
     handshake,
 )
+from tests.security.round_trips import VALUES, _last_answer_within, confluent_round_trip, kafka_python_consume, kafka_python_produce
 
 # Kafka 3.9.0's SaslAuthenticate error_message for a wrong password or an unknown user.
 REFUSED = {
@@ -35,7 +36,6 @@ REFUSED = {
     "SCRAM-SHA-512": "Authentication failed during authentication due to invalid credentials with SASL "
                      "mechanism SCRAM-SHA-512",
 }
-VALUES = [b"value-%d" % i for i in range(10)]
 
 
 @pytest.fixture(scope="module", params=[GREGOR, KAFKA])
@@ -59,31 +59,6 @@ def kafka_python_sasl(mechanism: str, password: str = PASSWORD) -> dict:
             "sasl_plain_username": USER, "sasl_plain_password": password}
 
 
-def kafka_python_produce(address: str, topic: str, **config) -> None:
-    producer = KafkaProducer(bootstrap_servers=address, **config)
-    try:
-        for value in VALUES:
-            producer.send(topic, value)
-        producer.flush(20)
-    finally:
-        producer.close()
-
-
-def kafka_python_consume(address: str, topic: str, **config) -> list[bytes]:
-    consumer = KafkaConsumer(bootstrap_servers=address, **config)
-    try:
-        consumer.assign([TopicPartition(topic, 0)])
-        consumer.seek_to_beginning()
-        values: list[bytes] = []
-        deadline = time.monotonic() + 20
-        while len(values) < len(VALUES) and time.monotonic() < deadline:
-            for records in consumer.poll(500).values():
-                values += [r.value for r in records]
-        return values
-    finally:
-        consumer.close()
-
-
 @pytest.mark.clients
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_kafka_python_produces_and_consumes_over_sasl(broker, topic, mechanism):
@@ -101,25 +76,6 @@ def confluent_sasl(address: str, mechanism: str, password: str = PASSWORD) -> di
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_confluent_kafka_produces_and_consumes_over_sasl(broker, topic, mechanism):
     assert confluent_round_trip(confluent_sasl(broker.listeners["SASL_PLAINTEXT"], mechanism), topic) == VALUES
-
-
-def confluent_round_trip(config: dict, topic: str) -> list[bytes]:
-    """VALUES produced with confluent-kafka under `config`, then what a consumer reads back."""
-    confluent = pytest.importorskip("confluent_kafka")
-    producer = confluent.Producer(config)
-    for value in VALUES:
-        producer.produce(topic, value)
-    assert producer.flush(20) == 0
-    consumer = confluent.Consumer({**config, "group.id": f"{topic}-reader", "enable.auto.commit": False})
-    consumer.assign([confluent.TopicPartition(topic, 0, confluent.OFFSET_BEGINNING)])
-    values: list[bytes] = []
-    deadline = time.monotonic() + 20
-    while len(values) < len(VALUES) and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is not None and message.error() is None:
-            values.append(message.value())
-    consumer.close()
-    return values
 
 
 def java_sasl(mechanism: str, password: str = PASSWORD) -> list[str]:
@@ -307,21 +263,6 @@ def test_without_connections_max_reauth_ms_the_session_lifetime_is_zero(broker):
         assert [(a.error_code, a.session_lifetime_ms) for a in answers] == [(NONE, 0), (NONE, 0)]
     finally:
         client.close()
-
-
-def _last_answer_within(address: str, mechanism: str, user: str, password: str, wanted: int, seconds: float):
-    """Authenticate until the outcome is `wanted` (a credential change reaches the broker's cache
-    through its metadata log, not at once on Kafka); the last answer."""
-    deadline = time.monotonic() + seconds
-    while True:
-        client = WireClient(address)
-        try:
-            answer = authenticate(client, mechanism, user, password)[-1]
-        finally:
-            client.close()
-        if answer.error_code == wanted or time.monotonic() > deadline:
-            return answer
-        time.sleep(0.2)
 
 
 def test_a_user_added_online_authenticates_is_described_without_secrets_and_is_refused_once_deleted(broker):

@@ -21,8 +21,8 @@ from tests.kit.gregor import BrokerProcess
 from tests.kit.both import GREGOR, KAFKA, started
 from tests.security.brokers import PASSWORD, USER, USERS
 from tests.security.sasl_wire import NONE, SASL_AUTHENTICATION_FAILED, authenticate
-from tests.security.test_sasl import VALUES, kafka_python_consume, kafka_python_produce
-from tests.security.test_sasl import confluent_round_trip as confluent_values
+from tests.security.round_trips import VALUES, kafka_python_consume, kafka_python_produce
+from tests.security.round_trips import confluent_round_trip as confluent_values
 from tests.security.tls import (
     Certificates,
     TlsWireClient,

@@ -12,8 +12,7 @@ import pytest
 from store import Store
 from store.records import decode
 from tests.store.conftest import append, build_batch, crash_to, kill_at_random, saved_checkpoint, tiny_config
-
-COMPACT = {"cleanup.policy": "compact", "key.index.enable": "false"}
+from tests.store.compacted import COMPACT, _records
 
 
 def _config(**overrides):
@@ -27,21 +26,6 @@ def cstore(data_dir):
     s = Store.open(data_dir, _config())
     yield s
     s.close()
-
-
-def _records(store: Store, topic: str = "c", partition: int = 0) -> list[tuple[int, bytes | None, bytes | None]]:
-    """(offset, key, value) of every record a consumer reading from the log start gets."""
-    q = store._parts[topic][partition].queue
-    offset, out = q.log_start, []
-    while offset < store.high_watermark(topic, partition):
-        batches = store.read(topic, partition, offset, 1 << 20).batches
-        if not batches:
-            break
-        for batch in batches:
-            decoded = decode(batch)
-            out.extend((r.offset, r.key, r.value) for r in decoded if r.offset >= offset)
-            offset = decoded.base_offset + decoded.last_offset_delta + 1
-    return out
 
 
 def _produce(store: Store, pairs: list[tuple[bytes, bytes | None]], per_batch: int = 4, topic: str = "c") -> None:

@@ -13,7 +13,7 @@ from protocol.record_batch import parse_header
 from store import Store
 from store.compaction import CleanStats
 from tests.store.conftest import append, build_batch, segment_names, tiny_config
-from tests.store.test_replication_api import TOPICS, fill, make, ship
+from tests.store.replicas import TOPICS, fill, make, ship
 
 
 @pytest.fixture

@@ -16,33 +16,16 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch
 
 from protocol.record_batch import parse_header
 from store import StorageFull, Store, transactions
 from store.transactions import ABORTED_INDEX, Transactions
 from tests.store.conftest import append, build_batch, crash_to, saved_checkpoint, tiny_config
-from tests.store.test_compaction import COMPACT, _records
+from tests.store.compacted import COMPACT, _records
+from tests.store.txn_history import _write_history, state, txn_batch
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def txn_batch(producer_id: int, values: list[bytes], keys: list[bytes | None] | None = None,
-              sequence: int = 0) -> bytes:
-    """A transactional RecordBatch v2 as a transactional producer sends it."""
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True,
-                                        producer_id=producer_id, producer_epoch=0, base_sequence=sequence,
-                                        batch_size=2**30)
-    for i, value in enumerate(values):
-        builder.append(i, timestamp=1_000 + i, key=keys[i] if keys else None, value=value, headers=[])
-    return bytes(builder.build())
-
-
-def state(s: Store, topic: str = "t", partition: int = 0) -> tuple:
-    """Everything the store derives about a partition's transactions."""
-    hw = s.high_watermark(topic, partition)
-    return (s.open_transactions(topic, partition), s.last_stable_offset(topic, partition), hw,
-            s.aborted_transactions(topic, partition, 0, hw + 1))
 
 
 @pytest.fixture
@@ -180,26 +163,6 @@ def test_a_replicated_high_watermark_holds_a_completed_transaction_until_it_pass
     assert topic.last_stable_offset("t", 0) == 3
 
 
-def _write_history(s: Store, data_dir: Path) -> bytes:
-    """Transactions begun, committed and aborted both before and after a checkpoint; returns
-    the checkpoint."""
-    s.create_topic("t", 2, {})
-    append(s, "t", 0, txn_batch(1, [b"a"]))  # opened before the checkpoint, still open at its end
-    append(s, "t", 0, txn_batch(2, [b"b"]))
-    s.append_control("t", 0, 2, 0, commit=False)
-    append(s, "t", 1, txn_batch(5, [b"x"]))
-    s.append_control("t", 1, 5, 0, commit=True)
-    checkpoint = saved_checkpoint(s, data_dir)
-    append(s, "t", 0, txn_batch(3, [b"c"]))  # after the checkpoint: re-derived from the commitlog
-    append(s, "t", 0, build_batch([b"d"]))
-    s.append_control("t", 0, 3, 0, commit=False)
-    append(s, "t", 0, txn_batch(4, [b"e"]))
-    s.append_control("t", 0, 4, 0, commit=True)
-    append(s, "t", 0, txn_batch(6, [b"f"]))
-    append(s, "t", 1, txn_batch(5, [b"y"], sequence=1))
-    return checkpoint
-
-
 @pytest.mark.parametrize("how", ["clean", "crash", "rebuild", "v4-checkpoint"])
 def test_transactions_survive_a_restart(data_dir, how, caplog):
     caplog.set_level(logging.INFO, logger="store")
@@ -234,7 +197,7 @@ def test_a_sigkilled_store_recovers_the_same_transactions(tmp_path):
         from pathlib import Path
         from store import StorageFull, Store, transactions
         from tests.store.conftest import tiny_config
-        from tests.store.test_transactions import _write_history, state
+        from tests.store.txn_history import _write_history, state
         s = Store.open(Path({str(data_dir)!r}), tiny_config(flush_mode="sync"))
         _write_history(s, Path({str(data_dir)!r}))
         print(json.dumps([[sorted(o.items()), lso, hw, a] for o, lso, hw, a in (state(s, "t", p) for p in range(2))]),
@@ -253,7 +216,7 @@ def test_a_sigkilled_store_recovers_the_same_transactions(tmp_path):
 
 
 def test_a_follower_derives_the_same_transactions(tmp_path):
-    from tests.store.test_replication_api import ship
+    from tests.store.replicas import ship
 
     leader = Store.open(tmp_path / "leader", tiny_config())
     follower = Store.open(tmp_path / "follower", tiny_config())
