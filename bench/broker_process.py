@@ -3,14 +3,14 @@ and peak RSS from /proc, stop it with SIGTERM. Only the process started here is 
 signalled, by its PID. MeasuredProcess holds the /proc readings, which bench/kafka_process.py
 shares for the Kafka broker beside it.
 
-With `profile` set, the broker runs under cProfile (bench/profiled_broker.py) and writes
-its stats to that path when it stops.
+The process itself is started and stopped by the test kit (tests/kit/gregor.py), as the Kafka
+broker beside it is (bench/kafka_process.py). With `profile` set, the broker runs under cProfile
+(bench/profiled_broker.py) and writes its stats to that path when it stops.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -18,6 +18,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the test kit's launcher starts the broker
+    sys.path.insert(0, str(ROOT))
+
+from tests.kit.gregor import BrokerProcess as KitBroker  # noqa: E402
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -99,6 +104,8 @@ class MeasuredProcess:
 
 
 class BrokerProcess(MeasuredProcess):
+    """Gregor started by the test kit's launcher (tests/kit/gregor.py), read from /proc."""
+
     source = ROOT  # where the broker's packages are imported from (bench/run.py --source)
 
     def __init__(self, data_dir: Path, settings: dict[str, str] | None = None,
@@ -107,54 +114,44 @@ class BrokerProcess(MeasuredProcess):
         self.settings = settings or {}
         self.profile = profile
         self.admin_api = admin_api  # also serve the admin HTTP API on a free port
-        self.admin = ""  # its "host:port" once started
         self.proc: subprocess.Popen | None = None
-        self.port = 0
-        self.stderr_path = data_dir.parent / f"{data_dir.name}.stderr"
+        self.broker: KitBroker | None = None
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def port(self) -> int:
+        return int(self.broker.bootstrap.rsplit(":", 1)[1]) if self.broker and self.broker.bootstrap else 0
+
+    @property
+    def admin(self) -> str:
+        """The admin HTTP API's "host:port" once started with admin_api."""
+        return self.broker.admin if self.broker else ""
+
+    @property
+    def stderr_path(self) -> Path:
+        """What the broker printed (stdout and stderr)."""
+        return self.data_dir.parent / f"{self.data_dir.name}.log"
+
     def start(self, timeout: float = 60.0) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable]
+        command = None
         if self.profile is not None:
-            cmd += [str(ROOT / "bench" / "profiled_broker.py"), str(self.profile)]
-        else:
-            cmd += ["-m", "broker"]
-        cmd += ["serve", "--data-dir", str(self.data_dir), "--host", "127.0.0.1", "--port", "0"]
-        if self.admin_api:
-            cmd += ["--admin-port", "0"]
-        for key, value in self.settings.items():
-            cmd += ["--set", f"{key}={value}"]
-        with open(self.stderr_path, "wb") as err:
-            env = {**os.environ, "PYTHONPATH": str(self.source)}
-            self.proc = subprocess.Popen(cmd, cwd=self.source, env=env, stdout=subprocess.DEVNULL, stderr=err)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            log = self.stderr_path.read_bytes()
-            found = re.search(rb"listening on 127\.0\.0\.1:(\d+)", log)
-            admin = re.search(rb"admin API on http://(127\.0\.0\.1:\d+)", log)
-            if found and (admin or not self.admin_api):
-                self.port = int(found.group(1))
-                self.admin = admin.group(1).decode() if admin else ""
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"broker did not start: {self.stderr_path.read_text(errors='replace')[-2000:]}")
+            command = [sys.executable, str(ROOT / "bench" / "profiled_broker.py"), str(self.profile)]
+        self.broker = KitBroker(self.data_dir, dict(self.settings), source=self.source, command=command,
+                                log_level=None, extra_args=["--admin-port", "0"] if self.admin_api else [])
+        try:
+            self.broker.start(timeout)
+        except RuntimeError:
+            self.broker.stop(signal.SIGKILL)
+            raise RuntimeError(f"broker did not start: {self.last_words()[-2000:]}") from None
+        self.proc = self.broker.proc
 
     def last_words(self) -> str:
-        return self.stderr_path.read_text(errors="replace")[-3000:]
+        return self.stderr_path.read_text(errors="replace")[-3000:] if self.stderr_path.exists() else ""
 
     def stop(self, timeout: float = 60.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        if self.broker is not None and self.broker.proc is not None:
+            self.broker.stop(signal.SIGTERM, timeout)

@@ -1,5 +1,6 @@
 """The Gregor broker of the test kit: `gregor serve` in a subprocess on a free port, found by the
-line it prints once it listens; tests, compat_tests and bench start every broker through it."""
+line it prints once it listens; tests, compat_tests and bench (bench/broker_process.py adds its
+/proc readings) start every broker through it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 READY = re.compile(r"listening on ([\d.]+):(\d+)")
 LISTENER = re.compile(r"gregor listener (\w+)://([\d.]+):(\d+)")
+ADMIN = re.compile(r"admin API on http://([\d.]+:\d+)")
 _WITH_OPEN_FILES = ("import os, resource, sys; "
                     "resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]), int(sys.argv[2]))); "
                     "os.execv(sys.argv[3], sys.argv[3:])")
@@ -32,6 +34,10 @@ class BrokerProcess:
     open_files: tuple[int, int] | None = None  # (soft, hard) RLIMIT_NOFILE the broker starts with
     extra_args: list[str] = field(default_factory=list)  # more `gregor serve` arguments (--admin-port 0)
     env: dict[str, str] | None = None  # added to the broker's environment (LD_PRELOAD)
+    source: Path = ROOT  # the checkout whose broker runs (bench/run.py --source compares two)
+    command: list[str] | None = None  # what runs `serve` (default: this Python's `-m broker`; bench: a profiler)
+    log_level: str | None = "INFO"  # --log-level; None: the broker's default
+    admin: str = ""  # "host:port" of the admin HTTP API, once ready, when extra_args ask for one
     _seen: int = 0  # the log's size when the running process was launched (wait_ready reads past it)
 
 
@@ -41,18 +47,23 @@ class BrokerProcess:
 
     def launch(self) -> None:
         """Start the process without waiting for it (wait_ready): several start side by side."""
-        args = [sys.executable, "-m", "broker", "serve", "--data-dir", str(self.data_dir),
-                "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "INFO"]
+        args = [*(self.command or [sys.executable, "-m", "broker"]), "serve", "--data-dir", str(self.data_dir),
+                "--host", "127.0.0.1", "--port", str(self.port)]
+        if self.log_level is not None:
+            args += ["--log-level", self.log_level]
         if self.open_files is not None:  # set by a process that then execs the broker
             args = [sys.executable, "-c", _WITH_OPEN_FILES, *map(str, self.open_files), *args]
         for key, value in self.settings.items():
             args += ["--set", f"{key}={value}"]
         args += self.extra_args
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
+        added = dict(self.env or {})
+        if self.source != ROOT:
+            added["PYTHONPATH"] = str(self.source)
         with open(self.log_path, "ab") as log:
             self._seen = self.log_path.stat().st_size
-            env = {**os.environ, **self.env} if self.env else None
-            self.proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=log, env=env)
+            env = {**os.environ, **added} if added else None
+            self.proc = subprocess.Popen(args, cwd=self.source, stdout=log, stderr=log, env=env)
         _running.append(self)
 
     def wait_ready(self, timeout: float = 30.0) -> str:
@@ -61,7 +72,9 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             text = self.log_path.read_bytes()[self._seen:].decode(errors="replace")
             match = READY.search(text)
-            if match:
+            admin = ADMIN.search(text)
+            if match and (admin or "--admin-port" not in self.extra_args):
+                self.admin = admin.group(1) if admin else ""
                 self.bootstrap = f"{match.group(1)}:{match.group(2)}"
                 found = LISTENER.findall(text)  # one line per listener; none without a `listeners` setting
                 self.listeners = {name: f"{host}:{port}" for name, host, port in found} or {"PLAINTEXT": self.bootstrap}
