@@ -37,3 +37,13 @@ def broker_group(tmp_path, zookeeper):
     yield make
     for group in made:
         group.stop()
+
+
+@pytest.fixture(scope="session")
+def calm_group(tmp_path_factory, zookeeper):
+    """One 3-node group with the default settings, shared by the tests that kill, stop and
+    reconfigure nothing (each uses topic names of its own); started once, under its own chroot."""
+    group = BrokerGroup(tmp_path_factory.mktemp("calm-group"), zookeeper.connect + "/calm", 3, "a", {})
+    group.start()
+    yield group
+    group.stop()

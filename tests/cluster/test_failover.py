@@ -231,8 +231,8 @@ def test_acks_all_refused_with_not_enough_replicas_when_the_set_is_too_small(bro
     assert values == [b"before", b"acks-1", b"after"]
 
 
-def test_metadata_shows_master_replicas_and_sync_state_set(broker_group):
-    group = broker_group(3)
+def test_metadata_shows_master_replicas_and_sync_state_set(calm_group):
+    group = calm_group
     create_topic(group, "described")
     master = group.master()
     # the admin client may ask any node, and a follower learns a new topic's placement a moment later
@@ -302,10 +302,10 @@ def test_metadata_after_the_master_dies_no_leader_then_the_new_master_before_dro
         wire.close()
 
 
-def test_followers_refuse_produce_and_fetch_with_not_leader(broker_group):
+def test_followers_refuse_produce_and_fetch_with_not_leader(calm_group):
     """A client with stale metadata that reaches a follower is told NOT_LEADER_OR_FOLLOWER and
     re-routes; produce and fetch through a follower's address alone still work."""
-    group = broker_group(3)
+    group = calm_group
     create_topic(group, "routed")
     master = group.master()
     follower = next(n for n in group.nodes if n != master)
@@ -316,8 +316,8 @@ def test_followers_refuse_produce_and_fetch_with_not_leader(broker_group):
     assert [r.value for r in records] == [b"via-follower"]
 
 
-def test_create_topics_refuses_a_replication_factor_other_than_the_group_size(broker_group):
-    group = broker_group(3)
+def test_create_topics_refuses_a_replication_factor_other_than_the_group_size(calm_group):
+    group = calm_group
     admin = KafkaAdminClient(bootstrap_servers=group.bootstrap)
     try:
         from kafka.errors import InvalidReplicationFactorError
@@ -497,13 +497,13 @@ def test_metrics_show_the_role_the_set_and_each_followers_lag(broker_group):
     assert "gregor_replication_master 0.0" in metrics(follower)
 
 
-def test_a_follower_answers_an_idempotent_producers_init_producer_id(broker_group):
+def test_a_follower_answers_an_idempotent_producers_init_producer_id(calm_group):
     """Producers ask any node for an id (Kafka's brokers all answer): ids come in blocks from
     ZooKeeper, so a follower answers without writing its commitlog, and ids never repeat."""
     from kafka.protocol.producer import InitProducerIdRequest
 
     from tests.kit.wire import WireClient
-    group = broker_group(3)
+    group = calm_group
     master = group.master()
     ids = set()
     for node in group.nodes:

@@ -156,10 +156,10 @@ def test_an_admin_client_bootstrapped_at_a_follower_changes_acls_and_configs(bro
 
 
 
-def test_a_metadata_request_at_a_follower_auto_creates_the_topic(broker_group):
+def test_a_metadata_request_at_a_follower_auto_creates_the_topic(calm_group):
     """Kafka auto-creates a topic a Metadata request names at any broker; a follower puts its
     record in ZooKeeper and the masters make it (before, only a request at a master did)."""
-    group = broker_group(3)
+    group = calm_group
     master = group.master()
     follower = next(n for n in group.nodes if n != master)
     client = WireClient(group.address(follower))

@@ -24,8 +24,8 @@ from tests.kit.group import wait_described
 NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER, SECURITY_DISABLED = 41, 6, 54
 
 
-def test_a_follower_answers_topic_changes_not_controller_and_delete_records_not_leader(broker_group):
-    group = broker_group(3)
+def test_a_follower_answers_topic_changes_not_controller_and_delete_records_not_leader(calm_group):
+    group = calm_group
     master = group.master()
     follower = next(n for n in group.nodes if n != master)
     admin = KafkaAdminClient(bootstrap_servers=group.address(follower), request_timeout_ms=20000)
