@@ -142,17 +142,36 @@ def _phase_outcome(report: pytest.TestReport) -> tuple[str, str]:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Every test's phases (the Kafka cells are picked at the end: with pytest-xdist the controller
+    learns which tests were Kafka cells only when each worker finishes)."""
     state = _running[0] if _running else None
-    if state is not None and report.nodeid in state.cells:
+    if state is not None:
         state.phases.setdefault(report.nodeid, {})[report.when] = _phase_outcome(report)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist's controller: a worker's Kafka cells (collected and deselected there)."""
+    state = _running[0] if _running else None
+    found = getattr(node, "workeroutput", {}).get("gregor_kafka_cells")
+    if state is not None and found:
+        found = json.loads(found)
+        state.cells.update(found["cells"])
+        state.answered = sorted(set(state.answered) | set(found["answered"]))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash.get(_STATE, None)
-    if state is None or not state.cells:
+    if state is None:
+        return
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: its controller records the verdicts
+        workeroutput["gregor_kafka_cells"] = json.dumps({"cells": state.cells, "answered": state.answered})
+        return
+    if not state.cells:
         return
     drift, updated = [], dict(state.recorded)
-    version = _kafka_version()
+    version, clusters = _kafka_version(), _clusters(session.config)
     for nodeid, key in state.cells.items():
         outcome, reason = state.outcome(nodeid)
         if outcome == "not run":
@@ -162,9 +181,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             drift.append(f"{nodeid}: recorded {before['outcome']}, now {outcome} {reason[:200]}".rstrip())
         if NOT_RUN in reason:
             continue
-        for stale in [k for k, v in updated.items() if v["test"] == nodeid and k != key]:
+        for stale in [k for k, v in updated.items()
+                      if v["test"] == nodeid and v.get("cluster", False) == clusters and k != key]:
             del updated[stale]  # the cell's test or fixtures changed: its old key is gone for good
         entry = {"test": nodeid, "outcome": outcome, "kafka": version}
+        if clusters:
+            entry["cluster"] = True
         if reason and outcome != "passed":
             entry["reason"] = reason[:300]
         updated[key] = entry
@@ -178,7 +200,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
-    if state is None:
+    if state is None or hasattr(config, "workeroutput"):
         return
     live = len(state.cells)
     if state.answered or live:
