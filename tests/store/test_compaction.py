@@ -13,6 +13,7 @@ from store import Store
 from store.records import decode
 from tests.store.conftest import append, build_batch, crash_to, kill_at_random, saved_checkpoint, tiny_config
 from tests.store.compacted import COMPACT, _records
+from tests.kit.tier import soak
 
 
 def _config(**overrides):
@@ -146,7 +147,7 @@ def test_a_delete_topic_holds_its_segments_until_it_expires(data_dir):
 @pytest.mark.crash
 def test_sigkill_while_cleaning_and_carrying_loses_no_latest_value(tmp_path):
     """A writer appends keyed records, cleans and runs retention (relocating batches, deleting
-    segments) until SIGKILLed at a random moment, 15 times. After each kill the store opens,
+    segments) until SIGKILLed at a random moment, 15 times (5 per push). After each kill the store opens,
     every record it serves sits at its own offset, and for every key the newest acknowledged
     record is there, or a newer one of the same key."""
     from tests.store.compaction_crash_writer import config
@@ -155,7 +156,7 @@ def test_sigkill_while_cleaning_and_carrying_loses_no_latest_value(tmp_path):
     latest: dict[bytes, int] = {}  # key -> newest acknowledged offset
     acked_end = 0
     rng = random.Random(11)
-    for _ in range(15):
+    for _ in range(soak(full=15, push=5)):
         for line in kill_at_random("tests.store.compaction_crash_writer", data_dir, rng, 0.1, 0.8):
             parts = line.split()
             if len(parts) == 2:

@@ -12,6 +12,7 @@ from store import Store, StoreConfig
 from store.records import decode
 from tests.store.conftest import kill_at_random
 from tests.store.crash_writer import PARTITIONS
+from tests.kit.tier import soak
 
 
 def _check(data_dir: Path, acked: dict[int, int]) -> None:
@@ -48,7 +49,7 @@ def test_sigkill_never_loses_acknowledged_appends(tmp_path):
     data_dir = tmp_path / "data"
     acked: dict[int, int] = {}
     rng = random.Random(7)
-    for _ in range(20):
+    for _ in range(soak(full=20, push=8)):
         for line in kill_at_random("tests.store.crash_writer", data_dir, rng, 0.05, 0.6):
             parts = line.split()
             if len(parts) == 3:  # a line cut by the kill was never fully acknowledged

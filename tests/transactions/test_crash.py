@@ -28,6 +28,7 @@ from protocol.record_batch import parse_header
 from store import Store
 from tests.kit.gregor import ROOT, start_broker
 from tests.store.conftest import tiny_config
+from tests.kit.tier import soak
 
 SETTINGS = {"group.initial.rebalance.delay.ms": "0",
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
@@ -142,7 +143,7 @@ def test_a_crash_loop_leaves_every_transaction_whole(tmp_path):
     rng = random.Random(19)
     broker = start_broker(tmp_path, **SETTINGS)
     broker.port = int(broker.bootstrap.rsplit(":", 1)[1])
-    committed, aborted, kills = set(), set(), 12
+    committed, aborted, kills = set(), set(), soak(full=12, push=4)
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept: a dropped client cancels its calls
         admin.create_topics([NewTopic("t", 3, 1)])["t"].result(30)
