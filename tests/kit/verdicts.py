@@ -29,7 +29,7 @@ import pytest
 from tests.kit.tier import FULL
 
 ROOT = Path(__file__).resolve().parents[2]
-VERDICTS = ROOT / "tests" / "kafka_verdicts.json"
+VERDICTS = Path(os.environ.get("GREGOR_KAFKA_VERDICTS", ROOT / "tests" / "kafka_verdicts.json"))  # env: its own tests
 KAFKA_PARAM = "apache-kafka"
 TRUSTED = {"passed", "skipped", "xfailed"}  # recorded outcomes a push may answer from
 NOT_RUN = "NOT RUN against Apache Kafka"  # a skip that says Kafka could not run: never recorded
@@ -198,6 +198,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
     if state is None or hasattr(config, "workeroutput"):
@@ -206,6 +210,6 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     if state.answered or live:
         terminalreporter.write_line(
             f"Kafka cells: {len(state.answered)} answered by verdicts recorded in "
-            f"{VERDICTS.relative_to(ROOT)} (Kafka {_kafka_version()}), {live} run live")
+            f"{_shown(VERDICTS)} (Kafka {_kafka_version()}), {live} run live")
     for line in config.stash.get(_DRIFT, []):
         terminalreporter.write_line(f"KAFKA VERDICT DRIFT {line}", red=True)
