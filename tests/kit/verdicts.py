@@ -29,10 +29,12 @@ import pytest
 from tests.kit.tier import FULL
 
 ROOT = Path(__file__).resolve().parents[2]
-VERDICTS = Path(os.environ.get("GREGOR_KAFKA_VERDICTS", ROOT / "tests" / "kafka_verdicts.json"))  # env: its own tests
+# GREGOR_KAFKA_VERDICTS: another file (tests/oracle/test_verdicts.py runs the plugin on its own)
+VERDICTS = Path(os.environ.get("GREGOR_KAFKA_VERDICTS", ROOT / "tests" / "kafka_verdicts.json"))
 KAFKA_PARAM = "apache-kafka"
 TRUSTED = {"passed", "skipped", "xfailed"}  # recorded outcomes a push may answer from
 NOT_RUN = "NOT RUN against Apache Kafka"  # a skip that says Kafka could not run: never recorded
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--kafka-live", action="store_true", default=False,
@@ -53,6 +55,8 @@ def _source(obj) -> str:
 
 
 def _kafka_version() -> str:
+    # imported when first needed: the launcher's module loads the client adapters, which a run of
+    # Gregor-only tests need not pay for at start
     from tests.kit.kafka import KAFKA_VERSION
     return KAFKA_VERSION
 
