@@ -1,5 +1,6 @@
-"""Where a run's time went: each test folder's and file's summed test times, from the JUnit
-reports `bin/test` keeps in $GREGOR_TEST_REPORTS (python -m tests.kit.durations DIR [N])."""
+"""What bin/test's JUnit reports say: where a run's time went, each test folder's and file's summed
+test times (python -m tests.kit.durations DIR [N]), or one closing line counting every run in DIR
+(python -m tests.kit.durations --total DIR; xfailed counts as skipped, as in JUnit's reports)."""
 
 from __future__ import annotations
 
@@ -25,11 +26,25 @@ def times(reports: Path) -> dict[str, dict[str, tuple[float, int]]]:
     return found
 
 
+def total(reports: Path) -> str:
+    """`total: N passed, N failed, N skipped` over every report in `reports`."""
+    counts = dict(tests=0, failures=0, errors=0, skipped=0)
+    for report in sorted(reports.glob("*.xml")):
+        for suite in ET.parse(report).getroot().iter("testsuite"):
+            for key in counts:
+                counts[key] += int(suite.get(key, 0))
+    failed = counts["failures"] + counts["errors"]
+    return f"total: {counts['tests'] - failed - counts['skipped']} passed, {failed} failed, {counts['skipped']} skipped"
+
+
 def main(argv: list[str]) -> None:
+    if argv[0] == "--total":
+        print(total(Path(argv[1])))
+        return
     reports, top = Path(argv[0]), int(argv[1]) if len(argv) > 1 else 30
     for run, per in times(reports).items():
-        total = sum(seconds for seconds, _ in per.values())
-        print(f"{run}: {total / 60:.1f} min of test time in {sum(c for _, c in per.values())} tests")
+        seconds_in_run = sum(seconds for seconds, _ in per.values())
+        print(f"{run}: {seconds_in_run / 60:.1f} min of test time in {sum(c for _, c in per.values())} tests")
         folders: collections.Counter = collections.Counter()
         for name, (seconds, _) in per.items():
             parts = name.split("/")
