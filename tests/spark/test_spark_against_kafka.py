@@ -23,7 +23,7 @@ from spark_examples.events import closed_windows, expected_aggregates, generate_
 from spark_examples.topics import ensure_topic
 from tests.kit.tier import FULL
 from tests.kit.both import GREGOR, KAFKA, started
-from tests.spark.test_streaming_e2e import read_all
+from tests.spark.streams import read_all
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("kafka_connector")]
 

@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 
 from tests.cluster.conftest import broker_group, zookeeper  # noqa: F401 - fixtures of the cluster tests
 from tests.cluster.load import create_topic
-from tests.spark.test_streaming_e2e import numbered, produce, read_all, rows, source, unique, wait_until
+from tests.spark.streams import numbered, produce, read_all, rows, source, unique, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.crash, pytest.mark.usefixtures("kafka_connector")]
 
