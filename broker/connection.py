@@ -71,14 +71,16 @@ async def serve_connection(broker: Broker, listener: Listener, stream: trio.Sock
             log.info("TLS from %s: principal User:%s", peer, subject)
             if not listener.sasl:
                 tls_subject.set(None if subject == "ANONYMOUS" else subject)
-            await _serve(broker, listener, secure, peer)
+            await serve_stream(broker, listener, secure, peer)
         else:
-            await _serve(broker, listener, stream, peer)
+            await serve_stream(broker, listener, stream, peer)
     finally:
         broker.connections.release(ip)
 
 
-async def _serve(broker: Broker, listener: Listener, stream: trio.SocketStream, peer: str) -> None:
+async def serve_stream(broker: Broker, listener: Listener, stream: trio.abc.Stream, peer: str) -> None:
+    """The requests of one established connection: a socket's, a TLS session's, or the test kit's
+    in-memory stream (tests/kit/inprocess.py)."""
     peer_host.set("/" + peer.rsplit(":", 1)[0])
     peer_listener.set(listener)
     if listener.sasl:
@@ -93,7 +95,7 @@ async def _serve(broker: Broker, listener: Listener, stream: trio.SocketStream, 
             await stream.aclose()
 
 
-async def _read_requests(broker: Broker, stream: trio.SocketStream, peer: str,
+async def _read_requests(broker: Broker, stream: trio.abc.Stream, peer: str,
                          responses: trio.MemorySendChannel) -> None:
     """Read and handle requests one at a time, in order; queue their answers for the sender.
     Closing the channel lets the sender finish what is queued, then the connection closes."""
@@ -131,7 +133,7 @@ async def _read_requests(broker: Broker, stream: trio.SocketStream, peer: str,
             log.exception("connection %s failed", peer)
 
 
-async def _send_in_order(stream: trio.SocketStream, to_send: trio.MemoryReceiveChannel,
+async def _send_in_order(stream: trio.abc.Stream, to_send: trio.MemoryReceiveChannel,
                          reader_scope: trio.CancelScope, peer: str) -> None:
     """Answers leave in request order; one waiting for its group commit holds back the ones
     behind it (Kafka clients require the order), not the reading of further requests."""
@@ -141,10 +143,10 @@ async def _send_in_order(stream: trio.SocketStream, to_send: trio.MemoryReceiveC
                 if durable is not None:
                     response = await durable()
                 if isinstance(response, list):
-                    if isinstance(stream, trio.SSLStream):  # no zero-copy through TLS: one encrypted write
-                        await stream.send_all(b"".join(response))
-                    else:
+                    if isinstance(stream, trio.SocketStream):
                         await send_buffers(stream.socket, response)
+                    else:  # no zero-copy through TLS (or into memory): one write
+                        await stream.send_all(b"".join(response))
                 else:
                     await stream.send_all(response)
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.kit.gregor import BrokerProcess, start_broker
+from tests.kit.inprocess import InProcessBroker
 from tests.kit.kafka import KafkaBroker, KafkaUnavailable
+from tests.kit.wire import WireClient
 
 GREGOR, KAFKA = "gregor", "apache-kafka"
 
@@ -19,13 +21,17 @@ GREGOR, KAFKA = "gregor", "apache-kafka"
 @contextmanager
 def started(kind: str, tmp: Path, settings: dict[str, str],
             users: list[tuple[str, str, str]] | None = None,
-            kafka_log_level: str = "WARN") -> Iterator[BrokerProcess | KafkaBroker]:
+            kafka_log_level: str = "WARN", in_process: bool = False) -> Iterator[BrokerProcess | KafkaBroker | InProcessBroker]:
     """The broker `kind` started with `settings` in `tmp`; stopped and its files removed after.
     `users` (name, password, SCRAM mechanism) exist before the first start (Gregor: `gregor user
     add`; Kafka: `kafka-storage format --add-scram` and PLAIN's JAAS entries). Without Kafka's
     jars the test skips saying so (bin/setup-kafka names what is missing). `kafka_log_level`: Kafka's
-    log4j level, for a test that reads what Kafka logged."""
-    if kind == GREGOR:
+    log4j level, for a test that reads what Kafka logged. `in_process`: Gregor runs in the test
+    process (tests/kit/inprocess.py), for tests where no process boundary is under test; `connect`
+    then reaches it without a socket."""
+    if kind == GREGOR and in_process:
+        process = InProcessBroker(tmp / "data", **{"failed.authentication.limit": "0", **settings}).start()
+    elif kind == GREGOR:
         # Kafka has no failed.authentication.limit; the scenarios fail on purpose, often, from one address
         process = start_broker(tmp, users=users, **{"failed.authentication.limit": "0", **settings})
     else:
@@ -39,3 +45,8 @@ def started(kind: str, tmp: Path, settings: dict[str, str],
     finally:
         process.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def connect(broker: BrokerProcess | KafkaBroker | InProcessBroker) -> WireClient:
+    """A raw client of `broker`: over an in-memory stream for an in-process Gregor, a socket otherwise."""
+    return broker.client() if isinstance(broker, InProcessBroker) else WireClient(broker.bootstrap)

@@ -20,12 +20,18 @@ SET, DELETE, APPEND = 0, 1, 2  # IncrementalAlterConfigs operations
 
 
 class WireClient:
+    """Kafka requests framed by hand over a socket; tests/kit/inprocess.py's MemoryWireClient is the
+    same client over an in-memory stream into an in-process broker."""
+
     def __init__(self, bootstrap: str, timeout: float = 10.0, source: str | None = None) -> None:
         """`source`: the local address to connect from (any of 127.0.0.0/8 reaches a loopback broker)."""
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout,
                                              source_address=None if source is None else (source, 0))
+        self.timeout = timeout
         self.correlation_id = 0
+
+    # the transport: a subclass replaces these four
 
     def close(self) -> None:
         self.sock.close()
@@ -33,10 +39,20 @@ class WireClient:
     def send_raw(self, payload: bytes) -> None:
         self.sock.sendall(payload)
 
+    def _recv(self, n: int, timeout: float | None = None) -> bytes:
+        """Up to n bytes; b"" once the peer closed; TimeoutError after `timeout` (default: the client's)."""
+        self.sock.settimeout(self.timeout if timeout is None else timeout)
+        try:
+            return self.sock.recv(n)
+        except ConnectionResetError:
+            return b""
+
+    # requests and frames
+
     def send(self, request: ApiMessage) -> int:
         self.correlation_id += 1
         request.with_header(correlation_id=self.correlation_id, client_id="gregor-tests")
-        self.sock.sendall(bytes(request.encode(header=True, framed=True)))
+        self.send_raw(bytes(request.encode(header=True, framed=True)))
         return self.correlation_id
 
     def receive_frame(self) -> bytes | None:
@@ -58,10 +74,9 @@ class WireClient:
         return response
 
     def closed_by_peer(self, timeout: float = 5.0) -> bool:
-        self.sock.settimeout(timeout)
         try:
-            return self.sock.recv(1) == b""
-        except (ConnectionResetError, BrokenPipeError):
+            return self._recv(1, timeout) == b""
+        except BrokenPipeError:
             return True
         except TimeoutError:
             return False
@@ -69,10 +84,7 @@ class WireClient:
     def _read(self, n: int) -> bytes | None:
         buf = bytearray()
         while len(buf) < n:
-            try:
-                chunk = self.sock.recv(n - len(buf))
-            except ConnectionResetError:
-                return None
+            chunk = self._recv(n - len(buf))
             if not chunk:
                 return None
             buf += chunk
