@@ -20,7 +20,7 @@ from tests.kit.wire import APPEND, DELETE, SET, WireClient, incremental, legacy
 from tests.kit.wire import create_topic as create
 from tests.kit.wire import describe_configs as describe
 from tests.kit.gregor import start_broker
-from tests.kit.both import GREGOR, KAFKA, started
+from tests.kit.both import GREGOR, KAFKA, connect, started
 
 SETTINGS = {"auto.create.topics.enable": "false"}
 NONE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC, INVALID_CONFIG = 0, 1, 3, 40
@@ -28,13 +28,13 @@ NONE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC, INVALID_CONFIG = 0, 1, 3, 40
 
 @pytest.fixture(scope="module", params=[GREGOR, KAFKA])
 def broker(request, tmp_path_factory):
-    with started(request.param, tmp_path_factory.mktemp(request.param), SETTINGS) as process:
+    with started(request.param, tmp_path_factory.mktemp(request.param), SETTINGS, in_process=True) as process:
         yield request.param, process
 
 
 @pytest.fixture
 def client(broker):
-    c = WireClient(broker[1].bootstrap)
+    c = connect(broker[1])
     yield c
     c.close()
 

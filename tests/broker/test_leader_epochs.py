@@ -13,15 +13,16 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForL
 from tests.kit.wire import wait_for_leaders
 from tests.kit.wire import create_topic as create
 from tests.kit.wire import WireClient
-from tests.kit.both import GREGOR, KAFKA, started
+from tests.kit.both import GREGOR, KAFKA, connect, started
 
 NONE, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 0, 74, 75
 
 
 @pytest.fixture(scope="module", params=[GREGOR, KAFKA])
 def client(request, tmp_path_factory):
-    with started(request.param, tmp_path_factory.mktemp(request.param), {"auto.create.topics.enable": "false"}) as b:
-        c = WireClient(b.bootstrap)
+    with started(request.param, tmp_path_factory.mktemp(request.param), {"auto.create.topics.enable": "false"},
+                 in_process=True) as b:
+        c = connect(b)
         yield c
         c.close()
 

@@ -25,7 +25,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from tests.kit.wire import create_topic as create
 from tests.kit.wire import describe_configs as describe
 from tests.kit.wire import WireClient
-from tests.kit.both import GREGOR, KAFKA, started
+from tests.kit.both import GREGOR, KAFKA, connect, started
 from tests.protocol.message_sets import BAD_SETS, RECORDS, T0, message_set, read_set, restamped
 
 SETTINGS = {"auto.create.topics.enable": "false"}
@@ -37,13 +37,13 @@ LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
 
 @pytest.fixture(scope="module", params=[GREGOR, KAFKA])
 def broker(request, tmp_path_factory):
-    with started(request.param, tmp_path_factory.mktemp(request.param), SETTINGS) as process:
+    with started(request.param, tmp_path_factory.mktemp(request.param), SETTINGS, in_process=True) as process:
         yield process
 
 
 @pytest.fixture
 def client(broker):
-    c = WireClient(broker.bootstrap)
+    c = connect(broker)
     yield c
     c.close()
 
