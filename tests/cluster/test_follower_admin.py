@@ -7,6 +7,7 @@ follower closed the connection."""
 
 from __future__ import annotations
 
+import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AclBinding,
@@ -28,7 +29,7 @@ from kafka.protocol.metadata import MetadataRequest
 
 from tests.kit.wire import DELETE, INVALID_CONFIG, SET, WireClient, incremental, legacy
 from tests.kit.wire import describe_configs as describe
-from tests.kit.group import wait_described
+from tests.kit.group import BrokerGroup, wait_described
 from tests.cluster.security_calls import SETTINGS, _alter_users, _authenticates, _users
 from tests.cluster.admin_calls import _topic_error, _until
 from tests.security.acl_wire import (
@@ -45,8 +46,19 @@ DESCRIBE = 8
 UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
-def test_a_follower_takes_acl_config_and_credential_changes(broker_group):
-    group = broker_group(3, **SETTINGS)
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory, zookeeper):
+    """One secured group for this module's two tests, which stop nothing and each change only
+    their own topic ("kept", "seen") and user."""
+    group = BrokerGroup(tmp_path_factory.mktemp("follower-admin"), zookeeper.connect + "/follower-admin", 3, "a",
+                        dict(SETTINGS))
+    group.start()
+    yield group
+    group.stop()
+
+
+def test_a_follower_takes_acl_config_and_credential_changes(secured):
+    group = secured
     master = group.master()
     follower, other = [n for n in group.nodes if n != master]
     plain = {n: node.listeners["PLAINTEXT"] for n, node in group.nodes.items()}
@@ -107,12 +119,12 @@ def test_a_follower_takes_acl_config_and_credential_changes(broker_group):
         client.close()
 
 
-def test_an_admin_client_bootstrapped_at_a_follower_changes_acls_and_configs(broker_group):
+def test_an_admin_client_bootstrapped_at_a_follower_changes_acls_and_configs(secured):
     """What a user of confluent-kafka sees with a follower as its one bootstrap server. This
     passed on the old code too: librdkafka sends these requests to any broker it is connected to
     and, when that connection closed, tried them again at another node. The test above, on one
     connection to a follower, is the one that failed."""
-    group = broker_group(3, **SETTINGS)
+    group = secured
     master = group.master()
     follower = next(n for n in group.nodes if n != master)
     plain = {n: node.listeners["PLAINTEXT"] for n, node in group.nodes.items()}
