@@ -16,6 +16,8 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
+from tests.kit.wait import wait_until
+
 pytestmark = pytest.mark.clients
 
 PARTITIONS = 12
@@ -92,15 +94,13 @@ class Member(threading.Thread):
 
 
 def wait_for(condition, timeout: float, what: str, members: list[Member] = ()) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """The kit's wait_until, failing at once with a member's own error when one of `members` fails."""
+    def met():
         for m in members:
             if m.error is not None:
                 raise AssertionError(f"{m.name} failed") from m.error
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+        return condition()
+    wait_until(met, timeout, what)
 
 
 def test_three_members_split_partitions_and_take_over_when_one_leaves(fresh_broker, topic_name):
@@ -128,7 +128,9 @@ def test_three_members_split_partitions_and_take_over_when_one_leaves(fresh_brok
             return all(parts) and set().union(*parts) == set(range(PARTITIONS)) and sum(map(len, parts)) == PARTITIONS
 
         wait_for(lambda: two_take_over() and len(seen) >= 1200, 60, "takeover by the two others", members)
-        time.sleep(0.5)  # a late duplicate would show up here
+        # A negative check, time passing on purpose: nothing answers "no duplicate is coming", so a
+        # late duplicate gets half a second to show up.
+        time.sleep(0.5)
     finally:
         for m in members:
             m.stop_event.set()

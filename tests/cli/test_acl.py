@@ -6,9 +6,6 @@ asynchronously (its authorizer follows the metadata log), so the checks after a 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import pytest
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
@@ -16,6 +13,7 @@ from kafka.errors import KafkaError
 from broker.cli_connect import CliError, command_config
 from tests.cli.conftest import Done, assert_fails, gregor
 from tests.kit.both import GREGOR, KAFKA, started
+from tests.kit.wait import wait_until
 
 pytestmark = pytest.mark.clients
 
@@ -58,14 +56,6 @@ def rows(done: Done) -> list[list[str]]:
     return [line.split() for line in done.stdout.splitlines()]
 
 
-def eventually(check: Callable[[], object], seconds: float = 20) -> None:
-    """Until check() is true: Kafka's authorizer applies a change a moment after it is acknowledged."""
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, f"not so after {seconds}s"
-        time.sleep(0.2)
-
-
 def produce_as_alice(broker, topic: str) -> str | None:
     """None when alice's record was written, else the error's name. Without idempotence, so that a
     refusal is about the topic (an idempotent producer first needs IdempotentWrite or a Write ACL)."""
@@ -91,7 +81,8 @@ def test_add_list_remove_round_trip(broker, topic_name):
                "Describe", "--group", group, "--prefixed").returncode == 0
     topic_rows = [["TOPIC", "LITERAL", topic_name, "User:alice", "*", op, "ALLOW"] for op in ("READ", "WRITE")]
     group_row = ["GROUP", "PREFIXED", group, "User:alice", "10.0.0.1", "DESCRIBE", "DENY"]
-    eventually(lambda: len(rows(acl(broker, "list", "--principal", "User:alice"))) == 4)
+    wait_until(lambda: len(rows(acl(broker, "list", "--principal", "User:alice"))) == 4, 20,
+               "alice's four ACLs listed", interval=0.2)
 
     listed = rows(acl(broker, "list", "--principal", "User:alice"))
     assert listed[0] == HEADER and sorted(listed[1:]) == sorted([*topic_rows, group_row])
@@ -106,7 +97,8 @@ def test_add_list_remove_round_trip(broker, topic_name):
     removed = acl(broker, "remove", "--principal", "User:alice", "--host", "10.0.0.1", "-o", "json")
     assert [r["resource_name"] for r in removed.json()] == [group]
     assert acl(broker, "remove", "--group", group, "--prefixed").stdout == "no ACL matched: nothing removed\n"
-    eventually(lambda: rows(acl(broker, "list", "--principal", "User:alice")) == [HEADER, topic_rows[0]])
+    wait_until(lambda: rows(acl(broker, "list", "--principal", "User:alice")) == [HEADER, topic_rows[0]], 20,
+               "only alice's READ ACL listed", interval=0.2)
     assert rows(acl(broker, "remove", "--topic", topic_name)) == [HEADER, topic_rows[0]]
 
 
@@ -115,14 +107,16 @@ def test_the_acls_decide_whether_alice_may_produce(broker, topic_name):
     assert produce_as_alice(broker, topic_name) == "TopicAuthorizationFailedError"  # no ACL: no one but super users
 
     acl(broker, "add", "--principal", "User:alice", "--operation", "Write", "--topic", topic_name)
-    eventually(lambda: produce_as_alice(broker, topic_name) is None)
+    wait_until(lambda: produce_as_alice(broker, topic_name) is None, 20, "alice's produce allowed", interval=0.2)
 
     acl(broker, "add", "--deny", "--principal", "User:*", "--operation", "All", "--topic", topic_name[:8],
         "--prefixed")
-    eventually(lambda: produce_as_alice(broker, topic_name) == "TopicAuthorizationFailedError")  # DENY wins
+    wait_until(lambda: produce_as_alice(broker, topic_name) == "TopicAuthorizationFailedError", 20,
+               "alice's produce refused", interval=0.2)  # DENY wins
 
     assert len(rows(acl(broker, "remove", "--deny", "--principal", "User:*"))) == 2
-    eventually(lambda: produce_as_alice(broker, topic_name) is None)
+    wait_until(lambda: produce_as_alice(broker, topic_name) is None, 20, "alice's produce allowed again",
+               interval=0.2)
     acl(broker, "remove", "--topic", topic_name)
 
 
@@ -135,7 +129,8 @@ def test_command_config_signs_in_over_sasl_and_alice_is_refused_in_one_line(brok
     added = acl(broker, "add", *as_admin, "--principal", "User:bob", "--operation", "Read", "--group", topic_name,
                 via="SASL_PLAINTEXT")
     assert added.returncode == 0, added.stderr
-    eventually(lambda: len(rows(acl(broker, "list", *as_admin, "--group", topic_name, via="SASL_PLAINTEXT"))) == 2)
+    wait_until(lambda: len(rows(acl(broker, "list", *as_admin, "--group", topic_name, via="SASL_PLAINTEXT"))) == 2,
+               20, "bob's group ACL listed over SASL", interval=0.2)
 
     assert_fails(acl(broker, "list", *as_alice, via="SASL_PLAINTEXT"), 1,
                  "cannot list ACLs: not authorized: User:alice needs DESCRIBE on the cluster")
@@ -220,7 +215,8 @@ def test_every_client_command_reaches_the_sasl_listener_with_command_config(brok
     for args in (("--operation", "Write,Read", "--topic", topic_name), ("--operation", "Read", "--group", group)):
         added = gregor("acl", "add", *as_admin, "--principal", "User:alice", *args)
         assert added.returncode == 0, added.stderr
-    eventually(lambda: gregor("produce", topic_name, *as_alice, stdin=b"one\ntwo\n").returncode == 0)
+    wait_until(lambda: gregor("produce", topic_name, *as_alice, stdin=b"one\ntwo\n").returncode == 0, 20,
+               "alice's produce through the CLI", interval=0.2)
 
     consumed = gregor("consume", topic_name, *as_alice, "--group", group, "--from-beginning", "--max-messages", "2")
     assert (consumed.returncode, consumed.stdout.split()[-2:]) == (0, ["one", "two"]), consumed.stderr

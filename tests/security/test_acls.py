@@ -50,6 +50,7 @@ from tests.kit.wire import produce_batch as produce
 from tests.kit.wire import WireClient
 from tests.kit.both import GREGOR, KAFKA
 from tests.kit.kafka import KafkaBroker
+from tests.kit.wait import wait_until
 from tests.security.acl_wire import (
     ALLOW,
     ANY,
@@ -170,13 +171,6 @@ def stranger(broker) -> str:
 def kafka_python_sasl(user: str) -> dict:
     return {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512",
             "sasl_plain_username": user, "sasl_plain_password": password(user)}
-
-
-def wait_until(condition, what: str, seconds: float = 15) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} not within {seconds}s"
-        time.sleep(0.1)
 
 
 def produced(client: WireClient, topic: str) -> int:
@@ -301,7 +295,7 @@ def test_init_producer_id_for_a_transactional_id_with_write_on_it_gets_a_produce
     transactional_id = f"{topic_name}-tx"
     grant(admin_address(broker), Binding(TRANSACTIONAL_ID, transactional_id, ALICE, Op.WRITE))
     # A fresh Kafka creates and loads its transaction log on the first FindCoordinator for a transaction.
-    wait_until(lambda: find_coordinator(alice, TRANSACTION_KEY, transactional_id)[0] == NONE,
+    wait_until(lambda: find_coordinator(alice, TRANSACTION_KEY, transactional_id)[0] == NONE, 15,
                "the transaction coordinator")
     deadline = time.monotonic() + 15
     while (code := init_producer_id(alice, transactional_id)) in COORDINATOR_NOT_READY:
@@ -559,7 +553,9 @@ def test_metadata_auto_create_without_create_is_topic_authorization_failed_and_c
     assert [t.error_code for t in metadata(alice, [topic_name]).topics] == [UNKNOWN_TOPIC_OR_PARTITION]
     assert [t.error_code for t in metadata(alice, [topic_name], auto_create=True).topics] == [
         TOPIC_AUTHORIZATION_FAILED]
-    time.sleep(0.5)  # an auto-creation, had there been one, is done by now on both brokers
+    # "Nothing is created" has no answer to wait on: time passes on purpose, long enough for an
+    # auto-creation, had there been one, to be done on both brokers.
+    time.sleep(0.5)
     assert not topic_exists(broker, topic_name)
 
 
@@ -571,7 +567,7 @@ def test_metadata_auto_create_with_create_but_without_describe_creates_nothing(b
     with connected(broker, stranger) as client:
         assert [t.error_code for t in metadata(client, [topic_name], auto_create=True).topics] == [
             TOPIC_AUTHORIZATION_FAILED]
-    time.sleep(0.5)
+    time.sleep(0.5)  # time passing on purpose: a negative check, as in the test above
     assert not topic_exists(broker, topic_name)
 
 
@@ -583,7 +579,7 @@ def test_metadata_auto_creates_with_create_and_describe(broker, stranger, topic_
     with connected(broker, stranger) as client:
         assert [t.error_code for t in metadata(client, [topic_name], auto_create=True).topics] == [
             UNKNOWN_TOPIC_OR_PARTITION]
-    wait_until(lambda: topic_exists(broker, topic_name), "the auto-created topic")
+    wait_until(lambda: topic_exists(broker, topic_name), 15, "the auto-created topic")
 
 
 # Creating, deleting and configuring topics
@@ -605,7 +601,7 @@ def test_create_topics_with_create_on_the_cluster_or_the_topic_creates_it(broker
         "prefixed": topic_acl(topic_name[:-3], principal, Op.CREATE, pattern=PREFIXED)}[where])
     with connected(broker, stranger) as client:
         assert create_topic(client, topic_name) == (NONE, None)
-    wait_until(lambda: topic_exists(broker, topic_name), "the created topic")
+    wait_until(lambda: topic_exists(broker, topic_name), 15, "the created topic")
 
 
 @pytest.mark.parametrize("exists", [False, True], ids=["new", "existing"])
@@ -631,7 +627,7 @@ def test_delete_topics_needs_delete_on_the_topic(broker, alice, topic_name, gran
     answer = alice.request(DeleteTopicsRequest[4](topic_names=[topic_name], timeout_ms=10000)).responses[0]
     assert (answer.name, answer.error_code) == (topic_name, expected)
     if expected == NONE:
-        wait_until(lambda: not topic_exists(broker, topic_name), "the deleted topic's disappearance")
+        wait_until(lambda: not topic_exists(broker, topic_name), 15, "the deleted topic's disappearance")
     else:
         assert topic_exists(broker, topic_name) == exists
 
@@ -816,7 +812,7 @@ def test_kafka_python_admin_creates_describes_and_deletes_acls(broker, topic_nam
         assert admin.create_acls([read, write]) == {"succeeded": [read, write], "failed": []}
         every_pattern = ResourcePatternFilter(TOPIC, topic_name, ACLResourcePatternType.ANY)
         everything = ACLFilter(None, None, Op.ANY, ACLPermissionType.ANY, every_pattern)
-        wait_until(lambda: len(admin.describe_acls(everything)[0]) == 2, "both ACLs")
+        wait_until(lambda: len(admin.describe_acls(everything)[0]) == 2, 15, "both ACLs")
         found, error = admin.describe_acls(everything)
         assert (set(found), error) == ({read, write}, NoError)
         [(_, deleted, error)] = admin.delete_acls([ACLFilter(BOB, None, Op.ANY, ACLPermissionType.ANY,
@@ -849,7 +845,7 @@ def test_confluent_kafka_admin_creates_describes_and_deletes_acls(broker, topic_
         assert future.result() is None
     everything = AclBindingFilter(ResourceType.ANY, topic_name, ResourcePatternType.ANY, None, None,
                                   AclOperation.ANY, AclPermissionType.ANY)
-    wait_until(lambda: len(admin.describe_acls(everything, request_timeout=20).result()) == 2, "both ACLs")
+    wait_until(lambda: len(admin.describe_acls(everything, request_timeout=20).result()) == 2, 15, "both ACLs")
     assert set(admin.describe_acls(everything, request_timeout=20).result()) == {group, topic}
     group_only = AclBindingFilter(ResourceType.GROUP, topic_name, ResourcePatternType.ANY, ALICE, None,
                                   AclOperation.ANY, AclPermissionType.ANY)
