@@ -11,15 +11,30 @@ import sys
 import time
 from pathlib import Path
 
-from store.commitlog import CommitLog
+from store.commitlog import PREFAULT_WINDOW, CommitLog
 from store.segment import ALLOCATE_STEP
 from tests.kit.gregor import ROOT
+from tests.kit.wait import wait_until
 
 GIB = 1 << 30
 
 
 def _disk_bytes(path: Path) -> int:
     return sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file())
+
+
+def _mapped_kib(pid: int, directory: Path) -> int:
+    """KiB of the process's memory resident in mappings of files under `directory` (/proc/PID/smaps)."""
+    total, inside, prefix = 0, False, f"{directory.resolve()}/"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        fields = line.split()
+        if not fields:
+            continue
+        if "-" in fields[0] and not fields[0].endswith(":"):  # a mapping's header line
+            inside = len(fields) >= 6 and fields[5].startswith(prefix)
+        elif inside and fields[0] == "Rss:":
+            total += int(fields[1])
+    return total
 
 
 def test_an_empty_log_holds_one_step_and_whole_segments_once_written(tmp_path):
@@ -30,7 +45,9 @@ def test_an_empty_log_holds_one_step_and_whole_segments_once_written(tmp_path):
     log = CommitLog(tmp_path, segment)
     log.start_allocator()
     try:
-        time.sleep(0.2)
+        # the allocator's start-up pass ends by setting the writer's trigger (an empty log: half a step in)
+        wait_until(lambda: log._alloc_trigger == log.active.start + ALLOCATE_STEP // 2, 10,
+                   "the allocator's start-up pass")
         assert _disk_bytes(tmp_path) <= ALLOCATE_STEP and log.active.allocated == ALLOCATE_STEP
         payload = bytes(61) + os.urandom(1 << 20)
         for _ in range(ALLOCATE_STEP // (2 << 20) + 2):  # just past half a step
@@ -56,7 +73,11 @@ def test_an_empty_broker_on_the_embedded_default_is_small(tmp_path):
         while "gregor ready" not in log_path.read_text(errors="replace"):
             assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
             time.sleep(0.05)
-        time.sleep(2)  # the allocator and prefaulter have done their start-up work
+        # Measured once the prefaulter has done its start-up work: the commitlog's mapping holds the
+        # prefault window (or the kernel refused the advice, which the broker logs).
+        wait_until(lambda: _mapped_kib(proc.pid, tmp_path / "data" / "commitlog") >= PREFAULT_WINDOW >> 10
+                   or "refused MADV_POPULATE_WRITE" in log_path.read_text(errors="replace"),
+                   30, "the prefault window in the commitlog's mapping")
         rss_mib = int(re.search(r"VmRSS:\s+(\d+)", Path(f"/proc/{proc.pid}/status").read_text()).group(1)) // 1024
         disk_mib = _disk_bytes(tmp_path / "data") >> 20
         assert disk_mib <= 100, f"{disk_mib} MiB of disk"
