@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 import numpy as np
 
 from store.dispatch import index_entries
 from store.key_index import IndexFile, KeyIndex
 from store.key_worker import KeyWorker
+from tests.kit.wait import wait_until
 from tests.store.conftest import append, build_batch
 
 
@@ -83,7 +83,8 @@ def test_keys_are_indexed_by_a_second_process_and_a_killed_one_is_replaced(store
     pids = _worker_pids()
     assert len(pids) == 1  # the work happened in a child process of this one
     os.kill(pids[0], signal.SIGKILL)
-    time.sleep(0.2)
-    append(store, "t", 0, build_batch([b"v"], keys=[b"bob"]))  # the dispatcher thread steps in
+    # the dispatcher thread notices the death (it reaps the process) and starts another worker
+    wait_until(lambda: [p for p in _worker_pids() if p != pids[0]], 10, "a key worker replacing the killed one")
+    append(store, "t", 0, build_batch([b"v"], keys=[b"bob"]))
     assert [h.offset for h in store.lookup_key("t", b"bob", 0, 2**62, wait_s=5)] == [1]
     assert store.key_index_behind() == 0
