@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from store import Store, StoreConfig
 from tests.kit.gregor import TEST_SEGMENT_BYTES, BrokerProcess
 from tests.kit.tier import soak
+from tests.kit.wait import wait_until
 
 pytestmark = pytest.mark.crash
 
@@ -136,11 +137,14 @@ def test_sigkill_loop_loses_no_acknowledged_message(tmp_path, flush_mode):
         t.start()
     committed_history = []
     for _ in range(KILLS):
-        time.sleep(rng.uniform(0.5, 2.5))
+        time.sleep(rng.uniform(0.5, 2.5))  # time passing on purpose: a kill at a random moment of the traffic
         broker.stop(sig=signal.SIGKILL)
         broker.start()
         committed_history.append(_committed(bootstrap, topic, group))
-    time.sleep(2)
+    # The last incarnation serves traffic before the loops stop: new acknowledgments and a new commit.
+    acked_before, commits_before = sum(len(p.acked) for p in producers), len(member.commits)
+    wait_until(lambda: sum(len(p.acked) for p in producers) > acked_before and len(member.commits) > commits_before,
+               60, "an acknowledgment and a group commit from the last restarted broker", interval=0.1)
     stop.set()
     for t in (*producers, member):
         t.join(180)
