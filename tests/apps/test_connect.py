@@ -13,6 +13,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
 from tests.apps.kafka_apps import ConnectWorker, apps_libs
+from tests.kit.wait import wait_until
 
 pytestmark = pytest.mark.apps
 
@@ -32,6 +33,12 @@ def _wait_for_lines(sink: Path, expected: list[str], worker: ConnectWorker, time
         time.sleep(0.25)
     raise AssertionError(f"the sink file has {len(got)} of {len(expected)} lines after {timeout}s:\n"
                          f"{worker.log()[-4000:]}")
+
+
+def _source_offsets(worker: ConnectWorker) -> list | None:
+    """The file-source connector's offsets as the worker's REST API answers them; None until it answers."""
+    status, offsets = worker.rest("GET", "/connectors/file-source/offsets")
+    return [o["offset"] for o in offsets["offsets"]] if status == 200 else None
 
 
 def _diverges(got: list[str], expected: list[str]) -> int:
@@ -99,9 +106,11 @@ def test_file_connectors_resume_where_they_left_off_after_the_worker_restarts(br
         while _sink_committed(broker.bootstrap, "connect-file-sink") < len(first + second):
             assert time.monotonic() < deadline, "the sink never committed its last offset"
             time.sleep(0.5)
-        time.sleep(2)  # two offset flushes: a line sent twice would have reached the sink file by now
-        status, offsets = worker.rest("GET", "/connectors/file-source/offsets")
-        assert status == 200 and [o["offset"] for o in offsets["offsets"]] == [{"position": source.stat().st_size}]
+        # The source's offset, flushed every second, reaches its file's end: read back through the REST
+        # API from the offsets topic. (A line sent twice would show in the end offset checked below.)
+        end = [{"position": source.stat().st_size}]
+        wait_until(lambda: _source_offsets(worker) == end, 30, "the source's flushed offset at its file's end",
+                   interval=0.25)
     finally:
         code = worker.stop()
     assert code is not None, f"the worker did not stop on SIGTERM:\n{worker.log()[-3000:]}"
