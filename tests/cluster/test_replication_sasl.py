@@ -36,6 +36,7 @@ from tests.kit.group import BrokerGroup
 from tests.cluster.load import create_topic
 from tests.cluster.secured import ship_fail_over_and_commit
 from tests.kit.gregor import add_users
+from tests.kit.wait import wait_until
 from tests.security.brokers import STANDARD_AUTHORIZER
 from tests.security.tls import make_certificates, node_keystore, read_until_closed
 
@@ -141,7 +142,11 @@ def test_the_replication_port_takes_only_a_node_that_logs_in_as_one(broker_group
         raw.sendall(HELLO.pack(HELLO_MAGIC, VERSION, 99, 0, 0))
         closed, received = read_until_closed(raw, 15)
     assert closed and received == b""
-    time.sleep(3)
+    # node 2 is live and keeps trying: its refused logins show in both nodes' logs
+    wait_until(lambda: 2 in group.state()[1] and "SASL login failed" in group.nodes[master].log()
+               and f"cannot follow master {master}" in group.nodes[2].log()
+               and "SASL login failed" in group.nodes[2].log(), 30, "node 2's refused logins in both logs",
+               interval=0.2)
     record, live = group.state()
     assert 2 in live and record["sync_state_set"] == [1]
     assert "SASL login failed" in group.nodes[master].log()
@@ -218,8 +223,9 @@ def test_a_node_that_loses_cluster_action_is_cut_off_until_allowed_again(broker_
         time.sleep(0.2)
     assert ("closing the replication connection of User:node from 127.0.0.1: it is no longer allowed "
             "ClusterAction on the cluster") in group.nodes[master].log()
-    time.sleep(2)  # its logins meanwhile are refused
-    assert "principal User:node is not allowed ClusterAction" in group.nodes[master].log()
+    # its logins meanwhile are refused
+    wait_until(lambda: "principal User:node is not allowed ClusterAction" in group.nodes[master].log(), 30,
+               "the master's refusal of the node's next login", interval=0.2)
     assert group.state()[0]["sync_state_set"] == [master]
 
     for future in admin.create_acls([binding]).values():
