@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import socket
 import ssl
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from broker.replication import HELLO, MAGIC, VERSION, WELCOME
 from tests.security.brokers import STANDARD_AUTHORIZER
 from tests.security.tls import Certificates, make_certificates, node_keystore, read_until_closed
 from tests.cluster.secured import ship_fail_over_and_commit
+from tests.kit.wait import wait_until
 
 pytestmark = pytest.mark.clients
 NODE_SUBJECT = "/O=Gregor tests/CN=gregor-node"
@@ -88,7 +88,12 @@ def test_the_replication_port_takes_only_nodes_the_cluster_trusts(broker_group, 
         raw.sendall(HELLO.pack(MAGIC, VERSION, 99, 0, 0))
         closed, received = read_until_closed(raw, 15)
     assert closed and received[:1] in (b"", b"\x15")  # nothing, or a TLS alert: never a WELCOME
-    time.sleep(3)
+    # node 3 is live and keeps trying: the master's refusal and node 3's answer show in their logs
+    refused = "principal User:CN=intruder,O=Gregor tests is not allowed ClusterAction"
+    wait_until(lambda: 3 in group.state()[1]
+               and refused in group.nodes[master].log() and "TLS handshake failed" in group.nodes[master].log()
+               and "closed the TLS connection before welcoming this node" in group.nodes[3].log(),
+               30, "node 3's refused logins in both logs", interval=0.2)
     record, live = group.state()
     assert 3 in live and sorted(record["sync_state_set"]) == [1, 2]
     log = group.nodes[master].log()
