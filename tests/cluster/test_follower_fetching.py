@@ -26,6 +26,7 @@ from tests.kit.zookeeper import ZOOKEEPER_JAR, ZooKeeperProcess
 from tests.kit.both import GREGOR, KAFKA
 from tests.kit.kafka import KafkaUnavailable
 from tests.kit.kafka_cluster import KafkaCluster
+from tests.kit.wait import wait_until
 
 pytestmark = pytest.mark.clients
 SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
@@ -213,8 +214,16 @@ def test_librdkafka_with_client_rack_reads_the_partition_from_the_follower_in_it
             m = consumer.poll(0.5)
             if m is not None and m.error() is None:
                 got.append(m.value())
-        time.sleep(0.5)  # one more statistics interval
-        consumer.poll(0.1)
+        # statistics taken after the reads: two more callbacks (a poll serves them)
+        counted = len(stats)
+
+        def two_more_statistics() -> bool:
+            m = consumer.poll(0.1)
+            if m is not None and m.error() is None:
+                got.append(m.value())  # an extra record fails the check of `got` below
+            return len(stats) >= counted + 2
+
+        wait_until(two_more_statistics, 10, "two more statistics callbacks", interval=0)
     finally:
         consumer.close()
     assert got == [b"v%d" % i for i in range(10)] + [b"later"]
