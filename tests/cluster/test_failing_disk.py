@@ -40,7 +40,7 @@ def test_a_master_whose_disk_fails_exits_and_a_follower_takes_over_at_once(broke
             acked.append((value, producer.send(topic, value, partition=0).get(timeout=30).offset))
         except KafkaError:
             failed.append(value)
-            time.sleep(0.1)
+            time.sleep(0.1)  # the polling loop's pause between probes: the next send asks again
 
     for i in range(50):
         send(b"before-%03d" % i)

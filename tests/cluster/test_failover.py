@@ -118,13 +118,15 @@ def test_a_master_stopped_cleanly_first_gives_its_sync_state_set_the_acks_1_reco
     # The master ships at most CHUNKS_IN_FLIGHT chunks a follower has not answered, and an empty
     # one every IDLE_WAIT_S: past those, what it is acknowledged stays on the master alone (what
     # was shipped before reaches a stopped follower's socket buffer and is applied once it runs).
+    # Time passing on purpose: the master's idle timer fills the window, and no answer of the
+    # master's says how many chunks are unanswered.
     time.sleep((CHUNKS_IN_FLIGHT + 2) * IDLE_WAIT_S + 0.3)
     try:  # straight to the master: a client's Metadata requests would wait on the stopped nodes
         assert produce(group.address(old), topic, values, acks=1) == ErrorCode.NONE  # the master alone has them
         stopped_at = time.monotonic()
         group.nodes[old].proc.send_signal(signal.SIGTERM)
         if drain:
-            time.sleep(1.5)
+            time.sleep(1.5)  # a negative check, time passing on purpose: the master does not stop meanwhile
             assert group.nodes[old].proc.poll() is None, "the master stopped before its followers held its log"
             assert produce(group.address(old), topic, [b"refused"], acks=1) == ErrorCode.NOT_LEADER_OR_FOLLOWER
         else:

@@ -33,6 +33,8 @@ def transactions_read_committed(boot: str, topic: str, outcomes: tuple[bool, ...
             msg = consumer.poll(0.5)
             if msg is not None and not msg.error():
                 values.append(msg.value())
+        # A negative check, time passing on purpose: nothing answers "no extra record is coming" (an
+        # aborted or duplicated one), so it gets 2 s to show up.
         time.sleep(2)
         while (msg := consumer.poll(0.5)) is not None:
             if not msg.error():
