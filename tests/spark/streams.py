@@ -1,10 +1,9 @@
-"""What the Spark tests do around a stream: produce and read back records with kafka-python, a Kafka source on a topic, a query's rows sorted, and a wait for a query's progress."""
+"""What the Spark tests do around a stream: produce and read back records with kafka-python, a Kafka source on a topic, a query's rows sorted."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from pyspark.sql import DataFrame
@@ -13,14 +12,6 @@ from pyspark.sql import functions as F
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:.0f} s: {what}")
-        time.sleep(0.5)
 
 
 Record = tuple[int, bytes, bytes, list]  # partition, key, value, headers

@@ -17,7 +17,8 @@ from pyspark.sql import functions as F
 
 from spark_examples.topics import create_view, ensure_topic
 from tests.kit.gregor import start_broker
-from tests.spark.streams import numbered, produce, read_all, rows, source, unique, wait_until
+from tests.spark.streams import numbered, produce, read_all, rows, source, unique
+from tests.kit.wait import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("kafka_connector")]
 
@@ -76,7 +77,7 @@ def test_restart_from_the_checkpoint_neither_loses_nor_repeats_output(broker, sp
                 .trigger(**trigger).start())
 
     first = start({"processingTime": "100 milliseconds"})
-    wait_until(lambda: sum(1 for p in first.recentProgress if p["numInputRows"] > 0) >= 3, 120, "three micro-batches")
+    wait_until(lambda: sum(1 for p in first.recentProgress if p["numInputRows"] > 0) >= 3, 120, "three micro-batches", interval=0.5)
     first.stop()
     first_progress = list(first.recentProgress)
     written_first = spark.read.parquet(path).count()
@@ -120,7 +121,7 @@ def test_group_id_prefix_names_the_group_spark_joins(broker, spark, tmp_path):
                  .writeStream.format("memory").queryName(prefix.replace("-", "_"))
                  .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(processingTime="200 milliseconds").start())
         table = prefix.replace("-", "_")
-        wait_until(lambda: spark.sql(f"select count(*) from {table}").first()[0] == 50, 120, "50 rows in the memory sink")
+        wait_until(lambda: spark.sql(f"select count(*) from {table}").first()[0] == 50, 120, "50 rows in the memory sink", interval=0.5)
         groups = [g["group_id"] if isinstance(g, dict) else g[0] for g in admin.list_groups()]
         ours = [g for g in groups if g.startswith(prefix + "-")]
         assert ours and all(g.endswith("driver-0") for g in ours), groups
@@ -144,14 +145,14 @@ def test_a_topic_gaining_partitions_while_the_stream_runs(broker, spark, tmp_pat
              .trigger(processingTime="200 milliseconds").start())
     try:
         count = lambda: spark.sql(f"select count(*) from {table}").first()[0]
-        wait_until(lambda: count() == 20, 120, "the first 20 records")
+        wait_until(lambda: count() == 20, 120, "the first 20 records", interval=0.5)
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         try:
             admin.create_partitions({topic: 4})
         finally:
             admin.close()
         produce(broker.bootstrap, topic, [(p, None, f"new{i}".encode(), []) for i, p in enumerate([2, 3] * 10)])
-        wait_until(lambda: count() == 40, 120, "40 records, 20 of them in the new partitions")
+        wait_until(lambda: count() == 40, 120, "40 records, 20 of them in the new partitions", interval=0.5)
         assert query.exception() is None
         got = rows(spark.table(table))
         assert got == sorted((p, o, v.decode()) for p, o, _, v, _ in read_all(broker.bootstrap, topic, 4))
@@ -192,7 +193,7 @@ def test_a_compacted_topic_streams_its_latest_values_with_fail_on_data_loss_true
     ensure_topic(broker.bootstrap, topic, 2, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
     for round_ in range(5):  # several produce requests: all but each partition's last batch get cleaned
         produce(broker.bootstrap, topic, [(k % 2, f"k{k}".encode(), f"v{round_}".encode(), []) for k in range(20)])
-    wait_until(lambda: len(read_all(broker.bootstrap, topic, 2)) <= 40, 60, "the cleaner compacted the topic")
+    wait_until(lambda: len(read_all(broker.bootstrap, topic, 2)) <= 40, 60, "the cleaner compacted the topic", interval=0.5)
     expected = sorted((p, o, v.decode()) for p, o, _, v, _ in read_all(broker.bootstrap, topic, 2))
     latest = {k: v for _, _, k, v, _ in read_all(broker.bootstrap, topic, 2)}
     assert latest == {f"k{k}".encode(): b"v4" for k in range(20)}
@@ -263,12 +264,12 @@ def test_a_broker_killed_under_a_running_stream_loses_nothing(spark, tmp_path):
                  .writeStream.format("parquet").option("path", path).option("checkpointLocation", str(tmp_path / "checkpoint"))
                  .trigger(processingTime="500 milliseconds").start())
         try:
-            wait_until(lambda: sum(p["numInputRows"] for p in query.recentProgress) >= 100, 120, "the first 100 records")
+            wait_until(lambda: sum(p["numInputRows"] for p in query.recentProgress) >= 100, 120, "the first 100 records", interval=0.5)
             process.stop(signal.SIGKILL)
-            time.sleep(2)  # a few triggers fire against no broker
+            time.sleep(2)  # time passing on purpose: a few triggers fire against no broker
             process.start()
             produce(process.bootstrap, topic, numbered(2, 100, start=100))
-            wait_until(lambda: spark.read.parquet(path).count() >= 200, 180, "200 records after the restart")
+            wait_until(lambda: spark.read.parquet(path).count() >= 200, 180, "200 records after the restart", interval=0.5)
             assert query.isActive and query.exception() is None
         finally:
             query.stop()

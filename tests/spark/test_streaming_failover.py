@@ -9,7 +9,8 @@ from pyspark.sql import functions as F
 
 from tests.cluster.conftest import broker_group, zookeeper  # noqa: F401 - fixtures of the cluster tests
 from tests.cluster.load import create_topic
-from tests.spark.streams import numbered, produce, read_all, rows, source, unique, wait_until
+from tests.spark.streams import numbered, produce, read_all, rows, source, unique
+from tests.kit.wait import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.crash, pytest.mark.usefixtures("kafka_connector")]
 
@@ -25,12 +26,12 @@ def test_a_stream_keeps_running_across_the_failover_of_its_broker_group(spark, t
              .writeStream.format("parquet").option("path", path).option("checkpointLocation", str(tmp_path / "checkpoint"))
              .trigger(processingTime="500 milliseconds").start())
     try:
-        wait_until(lambda: sum(p["numInputRows"] for p in query.recentProgress) >= 100, 120, "the first 100 records")
+        wait_until(lambda: sum(p["numInputRows"] for p in query.recentProgress) >= 100, 120, "the first 100 records", interval=0.5)
         old = group.master()
         group.kill(old)
         group.master(other_than=old)
         produce(group.bootstrap, topic, numbered(2, 100, start=100))
-        wait_until(lambda: spark.read.parquet(path).count() >= 200, 180, "200 records after the failover")
+        wait_until(lambda: spark.read.parquet(path).count() >= 200, 180, "200 records after the failover", interval=0.5)
         assert query.isActive and query.exception() is None
     finally:
         query.stop()
