@@ -28,7 +28,9 @@ COMPACT = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirt
 
 
 def _sentinel(reference, topic: str) -> None:
-    time.sleep(0.3)  # past segment.ms: Kafka rolls the segment before this record
+    # Time passing on purpose: segment.ms is a clock, and past it Kafka rolls the segment before
+    # this record (nothing answers "the next record rolls").
+    time.sleep(0.3)
     reference.produce(topic, [Message(b"end", key=b"sentinel")])
 
 
@@ -71,6 +73,7 @@ def test_a_reader_gets_the_latest_value_of_every_key_at_its_offset(client, compa
 
 def test_a_tombstone_removes_its_key_after_delete_retention(client, new_topic, reference):
     topic = new_topic(configs=COMPACT)
+    # time passing on purpose (past segment.ms = 100 ms): each produce goes to a segment of its own
     reference.produce(topic, [Message(b"v", key=b"gone"), Message(b"v", key=b"stays")])
     time.sleep(0.15)
     reference.produce(topic, [Message(None, key=b"gone")])
@@ -78,7 +81,7 @@ def test_a_tombstone_removes_its_key_after_delete_retention(client, new_topic, r
     _sentinel(reference, topic)
     first = _compacted(reference, topic, lambda rs: [r.key for r in rs] == [b"stays", b"gone", b"sentinel"])
     assert [(r.key, r.value) for r in first] == [(b"stays", b"v"), (b"gone", None), (b"sentinel", b"end")]
-    time.sleep(DELETE_RETENTION_S + 0.2)  # past delete.retention.ms
+    time.sleep(DELETE_RETENTION_S + 0.2)  # time passing on purpose: past delete.retention.ms
     _sentinel(reference, topic)  # more dirty data: both brokers clean again
     records = _compacted(reference, topic, lambda rs: b"gone" not in {r.key for r in rs})
     assert b"gone" not in {r.key for r in records}

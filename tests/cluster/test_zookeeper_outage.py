@@ -63,7 +63,7 @@ def test_zookeeper_down_stops_acks_all_and_elections_and_loses_nothing(tmp_path)
         assert answer.error_code == REQUEST_TIMED_OUT, answer  # appended, not acknowledged
         values.append(b"during-all")
         assert fetch(client, topic, 0).high_watermark == 5  # consumers see no further meanwhile
-        time.sleep(OUTAGE_S)
+        time.sleep(OUTAGE_S)  # time passing on purpose: an outage of a set length
         assert all(node.proc.poll() is None for node in group.nodes.values())
 
         zk.start()  # back, on the same port and data

@@ -121,7 +121,9 @@ def test_a_success_does_not_reset_the_count(broker):
 def test_the_address_is_served_again_once_its_failures_leave_the_window(broker):
     fail_limit_times(broker, "127.0.0.17")
     assert plain(broker, "127.0.0.17", PASSWORD) == CLOSED
-    time.sleep(WINDOW_MS / 1000 + 0.3)  # the broker counted the last failure before it answered it
+    # time passing on purpose: the failures leave the window (the broker counted the last failure
+    # before it answered it)
+    time.sleep(WINDOW_MS / 1000 + 0.3)
     assert plain(broker, "127.0.0.17", PASSWORD) == AUTHENTICATED
 
 

@@ -48,7 +48,7 @@ def test_a_request_after_the_session_expired_closes_the_connection_without_an_an
     client = connect_as(sasl, "PLAIN", USER, PASSWORD)
     try:
         assert _metadata_answered(client)
-        time.sleep(REAUTH_MS / 1000 + 0.5)
+        time.sleep(REAUTH_MS / 1000 + 0.5)  # time passing on purpose: the session expires
         assert not _metadata_answered(client)
     finally:
         client.close()
@@ -58,10 +58,10 @@ def test_reauthenticating_on_the_connection_starts_a_new_session(sasl):
     client = connect_as(sasl, "SCRAM-SHA-256", USER, PASSWORD)
     try:
         expiry = time.monotonic() + REAUTH_MS / 1000
-        time.sleep(REAUTH_MS / 1000 / 2)
+        time.sleep(REAUTH_MS / 1000 / 2)  # time passing on purpose: half the first session
         again = authenticate(client, "SCRAM-SHA-256", USER, PASSWORD)
         assert (again[-1].error_code, again[-1].session_lifetime_ms) == (NONE, REAUTH_MS)
-        time.sleep(max(0.0, expiry - time.monotonic()) + 0.5)
+        time.sleep(max(0.0, expiry - time.monotonic()) + 0.5)  # time passing on purpose: past the first expiry
         assert _metadata_answered(client)
     finally:
         client.close()

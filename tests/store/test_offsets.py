@@ -76,7 +76,7 @@ def test_offsets_stay_bounded_by_retention_and_the_latest_survive(data_dir):
     state_q = s._parts[STATE_TOPIC][0].queue
     assert state_q.high_watermark > 800
     assert len(s._log.segments) > 20
-    time.sleep(0.01)
+    time.sleep(0.01)  # time passing on purpose: past retention.ms
     s.enforce_retention()
     assert len(s._log.segments) <= 2
     live = state_q.high_watermark - state_q.log_start
@@ -137,7 +137,7 @@ def test_after_a_restart_retention_still_carries_the_state(data_dir, start):
     s = Store.open(data_dir, tiny_config(retention_ms=1))
     q = s._parts[STATE_TOPIC][0].queue
     assert sorted(at for at, _ in s._view.live.values()) == [0, q.high_watermark - 1]  # the topic, the offset
-    time.sleep(0.01)
+    time.sleep(0.01)  # time passing on purpose: past retention.ms
     assert s.enforce_retention() > 0
     s.close()
     s = Store.open(data_dir, tiny_config())
