@@ -44,6 +44,8 @@ def calm_group(tmp_path_factory, zookeeper):
     """One 3-node group with the default settings, shared by the tests that kill, stop and
     reconfigure nothing (each uses topic names of its own); started once, under its own chroot."""
     group = BrokerGroup(tmp_path_factory.mktemp("calm-group"), zookeeper.connect + "/calm", 3, "a", {})
+    for node in group.nodes.values():
+        node.extra_args = ["--admin-port", "0"]  # the metrics test reads /metrics
     group.start()
     yield group
     group.stop()

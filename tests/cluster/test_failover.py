@@ -453,10 +453,10 @@ def test_a_node_behind_the_masters_retention_or_on_an_empty_disk_copies_the_mast
         group.wait_sync_state_set(3)
 
 
-def test_gregor_group_list_and_describe_work_against_a_cluster(broker_group):
+def test_gregor_group_list_and_describe_work_against_a_cluster(calm_group):
     """The operator's commands: groups are listed on every node (followers list none) and
     described at their coordinator, the master."""
-    group = broker_group(3)
+    group = calm_group
     create_topic(group, "listed", partitions=1)
     make_client("kafka-python", group.bootstrap).produce("listed", [Message(b"x", partition=0)])
     from kafka import KafkaConsumer
@@ -472,16 +472,13 @@ def test_gregor_group_list_and_describe_work_against_a_cluster(broker_group):
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
-    assert [g["group"] for g in gregor("group", "list")] == ["listed-group"]
+    assert "listed-group" in [g["group"] for g in gregor("group", "list")]  # the shared group's others too
     described = gregor("group", "describe", "listed-group")
     assert json.dumps(described).count('"listed"') >= 1
 
 
-def test_metrics_show_the_role_the_set_and_each_followers_lag(broker_group):
-    group = broker_group(3, start=False)
-    for node in group.nodes.values():
-        node.extra_args = ["--admin-port", "0"]
-    group.start()
+def test_metrics_show_the_role_the_set_and_each_followers_lag(calm_group):
+    group = calm_group  # its nodes serve the admin API
     master = group.master()
     import re
     import urllib.request
