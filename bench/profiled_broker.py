@@ -16,7 +16,7 @@ import time
 
 sys.path.insert(0, os.getcwd())  # the broker source bench/broker_process.py runs us in
 
-from broker.cli import main
+from broker.cli.main import main
 
 
 def run() -> int:

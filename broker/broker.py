@@ -16,22 +16,24 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from broker import dynamic_tls, peer
-from broker.acl import ACL_PREFIX, Acl, Authorizer, Op, Res
-from broker.auth_limit import FailedAuthentications
+from broker.security import dynamic_tls
+
+from broker.net import peer
+from broker.security.acl import ACL_PREFIX, Acl, Authorizer, Op, Res
+from broker.security.auth_limit import FailedAuthentications
 from broker.config import BrokerConfig
-from broker.group_coordinator import GroupCoordinator
-from broker.listeners import Listener, tls_context
-from broker.metrics import BrokerMetrics
-from broker.producer_state import ProducerStateTable, restore, snapshot_payload, write_snapshot
-from broker.txn_coordinator import TxnCoordinator
+from broker.groups.coordinator import GroupCoordinator
+from broker.net.listeners import Listener, tls_context
+from broker.net.metrics import BrokerMetrics
+from broker.txn.producers import ProducerStateTable, restore, snapshot_payload, write_snapshot
+from broker.txn.coordinator import TxnCoordinator
 from protocol.errors import ErrorCode
 from store import AdminBusy, Store, StoreError, TopicExists, TopicMeta
 from store.state import BROKER_CONFIG
 from store.topics import RESERVED_PREFIX
 
 if TYPE_CHECKING:
-    from broker.cluster import Cluster
+    from broker.cluster.node import Cluster
 
 log = logging.getLogger(__name__)
 audit = logging.getLogger("gregor.authorizer")  # denials, as Kafka's kafka.authorizer.logger
@@ -126,10 +128,10 @@ class Broker:
         self.txn = TxnCoordinator(store, self.producers, config["transaction.max.timeout.ms"],
                                   config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
         store.subscribe_appends(self.appends.notify)
-        self.cluster: Cluster | None = None  # set by the server when zookeeper.connect is (broker/cluster.py)
+        self.cluster: Cluster | None = None  # set by the server when zookeeper.connect is (broker/cluster/node.py)
         self.metrics = BrokerMetrics()
         self.metrics.watch(self)
-        # listener.name.<l>.ssl.* set at runtime (broker/dynamic_tls.py), over the static settings
+        # listener.name.<l>.ssl.* set at runtime (broker/security/dynamic_tls.py), over the static settings
         self.dynamic_settings = dynamic_tls.stored(store.state_items(BROKER_CONFIG), self.node_id)
         self.listener_tls: dict[str, ssl.SSLContext] = {}  # TLS listener name -> its context (load_listener_tls)
         self.served_certificates: dict[str, dict] = {}  # lower-case listener name -> the certificate it serves
@@ -139,7 +141,7 @@ class Broker:
             self.authorizer = Authorizer(config["super.users"], config["allow.everyone.if.no.acl.found"])
             self.reload_acls()
 
-    # ---- TLS settings, static and dynamic (broker/dynamic_tls.py) ----------------------------
+    # ---- TLS settings, static and dynamic (broker/security/dynamic_tls.py) ----------------------------
     def tls_settings(self, listener: str) -> dict:
         """The settings `listener` (or dynamic_tls.REPLICATION) takes its TLS files from."""
         return dynamic_tls.effective(self.config.values, self.dynamic_settings, listener)
@@ -256,7 +258,7 @@ class Broker:
 
     async def write_security(self, records: list[tuple[bytes, bytes | None]]) -> None:
         """Write ACL or SCRAM credential records, durably; in a cluster, ZooKeeper takes them
-        first, for every broker group (broker/cluster_security.py), and at a follower only
+        first, for every broker group (broker/cluster/security.py), and at a follower only
         ZooKeeper: its master writes them, and it answers once it holds them. Raises a StoreError."""
         if self.cluster is not None:
             await self.cluster.security.publish(records)

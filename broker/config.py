@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker import listeners as listeners_module
-from broker import node_sasl, node_tls
-from broker.acl import AUTHORIZER_CLASSES
-from broker.listeners import SASL_MECHANISMS, Listener, ListenerError
+from broker.net import listeners as listeners_module
+from broker.cluster import sasl as node_sasl
+from broker.cluster import tls as node_tls
+from broker.security.acl import AUTHORIZER_CLASSES
+from broker.net.listeners import SASL_MECHANISMS, Listener, ListenerError
 from store import StoreConfig
 
 # The replica selector Kafka's follower fetching (KIP-392) names; Gregor's choice is the same
@@ -70,7 +71,7 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
                                                              "it replicates from names that node's host "
                                                              "(security.inter.broker.protocol=SSL); empty: not")),
     "authorizer.class.name": (str, "", ("Kafka's StandardAuthorizer or AclAuthorizer class name turns ACLs on "
-                                        "(broker/acl.py); empty: every client may do everything")),
+                                        "(broker/security/acl.py); empty: every client may do everything")),
     "super.users": (str, "", "principals ACLs never restrict, ';'-separated: User:admin;User:CN=ops"),
     "allow.everyone.if.no.acl.found": (_bool, False, "allow an operation on a resource that no ACL names"),
     "failed.authentication.limit": (int, 10, ("failed authentications from one address within "
@@ -164,7 +165,7 @@ class BrokerConfig:
     data_dir: Path = Path("gregor-data")
     host: str = "127.0.0.1"
     port: int = 9092
-    admin_port: int | None = None  # admin HTTP API (broker/admin_http.py); off when None
+    admin_port: int | None = None  # admin HTTP API (broker/net/admin_http.py); off when None
     values: dict[str, Any] = field(default_factory=lambda: {k: v[1] for k, v in SETTINGS.items()})
     explicit: set[str] = field(default_factory=set)  # names set by file or --set (STATIC_BROKER_CONFIG)
 

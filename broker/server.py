@@ -13,10 +13,10 @@ from pathlib import Path
 import trio
 
 from broker.broker import Broker, new_cluster_id
-from broker.cluster import Cluster
+from broker.cluster.node import Cluster
 from broker.config import BrokerConfig
-from broker.connection import serve_connection
-from broker.producer_state import restore
+from broker.net.connection import serve_connection
+from broker.txn.producers import restore
 from store import Store
 
 log = logging.getLogger("gregor.server")
@@ -43,7 +43,7 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
         replayed = await trio.to_thread.run_sync(restore, broker.producers, store)
         log.info("idempotent-producer state restored (%d batches replayed)", replayed)
         opened = []  # (Listener with its bound port, trio listeners)
-        broker.load_listener_tls()  # with the dynamic settings the commitlog holds (broker/dynamic_tls.py)
+        broker.load_listener_tls()  # with the dynamic settings the commitlog holds (broker/security/dynamic_tls.py)
         for lst in broker.listeners:
             sockets = await trio.open_tcp_listeners(lst.port, host=lst.host or None)
             opened.append((lst.with_port(sockets[0].socket.getsockname()[1]), sockets))
@@ -59,7 +59,7 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
                 nursery.start_soon(partial(trio.serve_listeners, handler, sockets, handler_nursery=nursery))
             if config.admin_port is not None:
                 # imported only here: hypercorn is a tenth of the broker's start-up imports
-                from broker.admin_http import serve_admin
+                from broker.net.admin_http import serve_admin
                 admin = await nursery.start(serve_admin, broker, config.host, config.admin_port)
                 print(f"gregor admin API on http://{admin}", file=sys.stderr, flush=True)
             # Everything built so far (modules, protocol schemas, the store's state) lives as long

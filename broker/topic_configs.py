@@ -53,7 +53,7 @@ KAFKA_TOPIC_CONFIGS: tuple[tuple[str, str | None, int], ...] = (
 GREGOR_TOPIC_CONFIGS: tuple[tuple[str, str | None, int], ...] = (
     ("tag.header", "", STRING),          # record header whose value is the MetaQ tag
     ("key.index.enable", "true", BOOLEAN),  # index record keys for `gregor query --key` (off the write path)
-    ("view.source", "", STRING),         # this topic is a read-only view of that topic (broker/views.py)
+    ("view.source", "", STRING),         # this topic is a read-only view of that topic (broker/views/definition.py)
     ("view.tags", "", STRING),           # comma-separated tags the view lets through
 )
 

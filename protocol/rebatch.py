@@ -7,7 +7,7 @@ maxTimestamp, timestamp type, producer id, epoch and base sequence; the CRC is r
 base timestamp stay, each kept record is copied byte for byte (its offset and timestamp
 deltas stay valid). The codec is kept: the kept records are compressed again with it, unless
 that does not make them smaller (then the batch goes uncompressed, as kafka-python's builder
-decides). Used by tag-filtered views (broker/view_batches.py) and the log cleaner
+decides). Used by tag-filtered views (broker/views/batches.py) and the log cleaner
 (store/compaction.py). kafka-python's DefaultRecordBatch builds a Python object per record
 and its builder re-encodes every field; copying the spans costs a fraction of that.
 Sans-IO: bytes in, bytes out.

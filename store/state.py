@@ -38,18 +38,18 @@ STATE_META = TopicMeta(STATE_TOPIC, 1, {"key.index.enable": "false"}, STATE_TOPI
 VALUE_VERSION = 1
 
 TOPIC, OFFSET, PRODUCER = b"T", b"O", b"P"
-CREDENTIAL = b"C"  # + u8 SCRAM mechanism (1: SHA-256, 2: SHA-512) + UTF-8 user: broker/sasl.py's value
+CREDENTIAL = b"C"  # + u8 SCRAM mechanism (1: SHA-256, 2: SHA-512) + UTF-8 user: broker/security/sasl.py's value
 PRODUCER_IDS = b"P\x01"
 PRODUCER_SNAPSHOT = b"P\x02"
 # the first byte of every other kind of key (each documented in docs/storage.md, The state topic):
-ACL = b"A"  # + an ACL binding (broker/acl.py)
-TRANSACTION = b"x"  # + UTF-8 transactional id: the coordinator's record of it (broker/txn_state.py)
+ACL = b"A"  # + an ACL binding (broker/security/acl.py)
+TRANSACTION = b"x"  # + UTF-8 transactional id: the coordinator's record of it (broker/txn/state.py)
 PENDING_OFFSET = b"o"  # + producer id (i64) + an offset key: a TxnOffsetCommit awaiting its transaction's end
 # + producer id (i64) + producer epoch (i16) + an offset key: the same, where another broker group's
-# master coordinates the transaction (broker/txn_coordinator.py, `stage_group_offsets`)
+# master coordinates the transaction (broker/txn/coordinator.py, `stage_group_offsets`)
 GROUP_PENDING_OFFSET = b"q"
 MASTER_EPOCH = b"E"  # + i32 epoch: where in the commitlog a master of the broker group began it (replication)
-BROKER_CONFIG = b"B"  # + i32 node id + UTF-8 setting name: a broker's dynamic setting, its UTF-8 value (broker/dynamic_tls.py)
+BROKER_CONFIG = b"B"  # + i32 node id + UTF-8 setting name: a broker's dynamic setting, its UTF-8 value (broker/security/dynamic_tls.py)
 
 _U16 = struct.Struct(">H")
 _TOPIC_HEAD = struct.Struct(">B16siH")  # version, topic id, partitions, config count

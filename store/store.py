@@ -163,7 +163,7 @@ class Store:
         self._closed = False
         self._dir_lock: int | None = None  # the data directory's .lock (open)
         self.offline: LogDirOffline | None = None  # set once, when an fsync or a write failed
-        # Replication (broker/cluster.py): appends the in-sync replicas may not hold yet, None on
+        # Replication (broker/cluster/node.py): appends the in-sync replicas may not hold yet, None on
         # a single node; and whether this store follows a master (it then writes nothing of its
         # own: no retention carries, no log cleaner, only the master's shipped bytes)
         self._unreplicated: Unreplicated | None = None
@@ -1131,7 +1131,7 @@ class Store:
         if not self.following:
             raise StoreError("only a follower starts over from its master's copy")
         copy = (end, dict(queues))
-        self._start_over = copy  # no reads from here on (broker/cluster.py: serves_reads)
+        self._start_over = copy  # no reads from here on (broker/cluster/node.py: serves_reads)
         with self._admin_lock:
             self._stop_threads()
             with self._lock:
@@ -1327,7 +1327,7 @@ class Store:
             return q.high_watermark if part.hw is None else part.hw
 
     def replicate(self, following: bool) -> None:
-        """Take part in a broker group (broker/cluster.py): high watermarks from now on move
+        """Take part in a broker group (broker/cluster/node.py): high watermarks from now on move
         only by `replicated_to`, and a follower (`following`) writes nothing of its own
         (retention and the log cleaner leave the commitlog to its master). Every partition whose
         log end is past its high watermark waits for the whole present log to be replicated."""
@@ -1361,7 +1361,7 @@ class Store:
     def master_epochs(self) -> list[tuple[int, int]]:
         """(master epoch, commitlog position it began at) of every epoch a master of this log
         started (begin_master_epoch), oldest first: where a returning follower's log and its
-        master's part (broker/cluster_state.py's truncation_point)."""
+        master's part (broker/cluster/state.py's truncation_point)."""
         return sorted(decode_master_epoch(key, value) for key, value in self.state_items(MASTER_EPOCH))
 
     def begin_master_epoch(self, epoch: int) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from broker.acl import Op, Res
+from broker.security.acl import Op, Res
 from broker.broker import Broker
 from broker.handlers import (
     acls,

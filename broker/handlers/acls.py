@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from broker.acl import (
+from broker.security.acl import (
     ACL_VALUE,
     CLUSTER_NAME,
     Acl,
@@ -21,7 +21,7 @@ from broker.acl import (
     principal_problem,
 )
 from broker.broker import Broker
-from broker.peer import principal
+from broker.net.peer import principal
 from protocol.codec import MalformedRequest, Request
 from protocol.errors import ErrorCode
 from store import StoreError

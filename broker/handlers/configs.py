@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import trio
 
-from broker import dynamic_tls
-from broker.acl import CLUSTER_NAME, Op, Res
+from broker.security import dynamic_tls
+from broker.security.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker
 from broker.topic_configs import LIST, TOPIC_CONFIGS, config_error
-from broker.views import view_of
+from broker.views.definition import view_of
 from protocol.codec import Request
 from protocol.errors import ErrorCode
 from store import OffsetOutOfRange, StoreError, UnknownPartition, UnknownTopic
@@ -113,7 +113,7 @@ async def _alter_topic(broker: Broker, name: str, configs, incremental: bool,
 
 async def _alter_broker(broker: Broker, name: str, configs, incremental: bool,
                         validate_only: bool) -> tuple[ErrorCode, str | None]:
-    """A broker's dynamic settings: only a TLS listener's files (broker/dynamic_tls.py); every
+    """A broker's dynamic settings: only a TLS listener's files (broker/security/dynamic_tls.py); every
     other broker setting is static (set at start), as Kafka's read-only ones. AlterConfigs
     replaces the broker's whole set of dynamic settings, IncrementalAlterConfigs sets or deletes."""
     if not name:
@@ -177,7 +177,7 @@ async def _alter_broker(broker: Broker, name: str, configs, incremental: bool,
 
 async def handle_alter_configs(broker: Broker, request: Request):
     """AlterConfigs (33) and IncrementalAlterConfigs (44): topic configs take effect at once, and
-    a TLS listener's files (broker/dynamic_tls.py); other broker settings are static (set at
+    a TLS listener's files (broker/security/dynamic_tls.py); other broker settings are static (set at
     start), as Kafka's read-only ones."""
     body = request.body
     cls = request.spec.response

@@ -15,10 +15,10 @@ import time
 
 import trio
 
-from broker.acl import Op, Res
+from broker.security.acl import Op, Res
 from broker.broker import Broker
-from broker.view_fetch import read_view
-from broker.views import TAG_HEADER, data_topic, view_of
+from broker.views.fetch import read_view
+from broker.views.definition import TAG_HEADER, data_topic, view_of
 from protocol import down_convert
 from protocol.codec import Request
 from protocol.errors import ErrorCode
@@ -176,7 +176,7 @@ def _read_all(broker: Broker, body, version: int, refused: frozenset[str] = froz
             size += nbytes if view is None else result.matched_bytes
             remaining -= nbytes
             hw = result.high_watermark
-            # a view's reads end at its source's last stable offset (broker/view_fetch.py)
+            # a view's reads end at its source's last stable offset (broker/views/fetch.py)
             lso = result.high_watermark if view is not None else result.last_stable_offset
             aborted = None  # read_uncommitted: Kafka sends a null list
             if committed:  # the aborted transactions the fetched batches may hold records of (KIP-98)

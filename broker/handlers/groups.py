@@ -1,17 +1,17 @@
 """Consumer-group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
 LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups.
 
-Only translates between kafka-python bodies and broker.group_coordinator; every
+Only translates between kafka-python bodies and broker.groups.coordinator; every
 group rule lives there. Unknown topics in OffsetCommit are refused here, since
 that is a metadata question, as in Kafka's KafkaApis.
 """
 
 from __future__ import annotations
 
-from broker.acl import CLUSTER_NAME, Op, Res
+from broker.security.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker
-from broker.group_member import JoinRequest
-from broker.peer import peer_host
+from broker.groups.member import JoinRequest
+from broker.net.peer import peer_host
 from protocol.codec import Request
 from protocol.errors import ErrorCode
 

@@ -1,5 +1,5 @@
 """Metadata and DescribeCluster: one broker that leads every partition, or, in a broker group
-(broker/cluster.py), the group's master leading them, its nodes as replicas, its sync-state
+(broker/cluster/node.py), the group's master leading them, its nodes as replicas, its sync-state
 set as the ISR.
 
 Unknown topics are auto-created when `auto.create.topics.enable` and the
@@ -9,7 +9,7 @@ UNKNOWN_TOPIC_OR_PARTITION and the next one sees the topic.
 
 from __future__ import annotations
 
-from broker.acl import CLUSTER_NAME, Op, Res
+from broker.security.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker, topic_name_error
 from protocol.codec import Request
 from protocol.errors import ErrorCode
@@ -69,7 +69,7 @@ async def handle_metadata(broker: Broker, request: Request):
 
 def _brokers(broker: Broker) -> list[tuple[int, str, int, str | None]]:
     """The live nodes and their racks: this one as the connection's listener advertises it, the
-    others as they registered in ZooKeeper (broker/zk.py)."""
+    others as they registered in ZooKeeper (broker/cluster/zk.py)."""
     me = (broker.node_id, broker.advertised_host, broker.advertised_port, broker.config["broker.rack"] or None)
     if broker.cluster is None:
         return [me]

@@ -15,11 +15,11 @@ from typing import Any
 
 import trio
 
-from broker.acl import CLUSTER_NAME, Op, Res
+from broker.security.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker
 from broker.handlers.txn import fenced
-from broker.metrics import BrokerMetrics
-from broker.producer_state import Verdict
+from broker.net.metrics import BrokerMetrics
+from broker.txn.producers import Verdict
 from protocol.codec import Request
 from protocol.errors import ErrorCode
 from protocol.legacy_append import is_legacy, to_record_batch

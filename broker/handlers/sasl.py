@@ -1,9 +1,9 @@
 """SASL authentication and SCRAM credentials on the wire: SaslHandshake, SaslAuthenticate,
 DescribeUserScramCredentials, AlterUserScramCredentials (KIP-43, KIP-152, KIP-368, KIP-554).
 
-The connection's session (broker/listeners.py's SaslSession) says which requests it may
-send; the mechanisms are broker/sasl.py's. Credentials are records of the state topic
-(store/state.py, key `C` + mechanism + user; value broker/sasl.py's encoding): salted, never
+The connection's session (broker/net/listeners.py's SaslSession) says which requests it may
+send; the mechanisms are broker/security/sasl.py's. Credentials are records of the state topic
+(store/state.py, key `C` + mechanism + user; value broker/security/sasl.py's encoding): salted, never
 the password, durable before AlterUserScramCredentials is answered. Password hashing (PBKDF2,
 4,096 iterations or more) runs in a worker thread, never on the event loop.
 """
@@ -18,11 +18,11 @@ import trio
 from kafka.protocol.admin import AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
-from broker.acl import CLUSTER_NAME, Op, Res
+from broker.security.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker
-from broker.listeners import SaslSession
-from broker.peer import peer_host, sasl_session
-from broker.sasl import (
+from broker.net.listeners import SaslSession
+from broker.net.peer import peer_host, sasl_session
+from broker.security.sasl import (
     MAX_ITERATIONS,
     MECHANISM_CODES,
     MECHANISM_NAMES,
@@ -46,7 +46,7 @@ RESOURCE_NOT_FOUND, DUPLICATE_RESOURCE, UNACCEPTABLE_CREDENTIAL = 91, 92, 93
 
 @dataclass(slots=True)
 class AuthenticationFailure:
-    """An answer after which the connection closes (broker/connection.py)."""
+    """An answer after which the connection closes (broker/net/connection.py)."""
 
     body: Any
 
@@ -131,7 +131,7 @@ async def authenticate(broker: Broker, session: SaslSession, token: bytes) -> by
 
 
 def _count_failure(broker: Broker) -> None:
-    """One more failure towards the client address's failed.authentication.limit (broker/auth_limit.py)."""
+    """One more failure towards the client address's failed.authentication.limit (broker/security/auth_limit.py)."""
     broker.failed_authentications.record(peer_host.get().removeprefix("/"), trio.current_time() * 1000)
 
 

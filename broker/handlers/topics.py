@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import uuid
 
-from broker.acl import CLUSTER_NAME, Op, Res
+from broker.security.acl import CLUSTER_NAME, Op, Res
 from broker.broker import TOPIC_TO_BROKER_CONFIG, Broker, topic_name_error
 from broker.config import SENSITIVE_SETTINGS, SETTINGS
 from broker.handlers.configs import topic_config_problem
 from broker.topic_configs import BOOLEAN, GREGOR_TOPIC_CONFIGS, LONG, PASSWORD, STRING, TOPIC_CONFIGS
-from broker.views import is_view_config, view_config_error, view_of, views_of
+from broker.views.definition import is_view_config, view_config_error, view_of, views_of
 from protocol.codec import Request
 from protocol.errors import ErrorCode
 from store import StoreError, TopicExists, UnknownTopic
@@ -283,7 +283,7 @@ async def handle_describe_configs(broker: Broker, request: Request):
                     entries.append(Entry(name=setting, value=None if sensitive else text, read_only=True,
                                          config_source=source, is_sensitive=sensitive, synonyms=[],
                                          config_type=PASSWORD if sensitive else kind, documentation=None))
-                for setting, text in sorted(broker.dynamic_settings.items()):  # broker/dynamic_tls.py
+                for setting, text in sorted(broker.dynamic_settings.items()):  # broker/security/dynamic_tls.py
                     if keys is not None and setting not in keys:
                         continue
                     sensitive = setting.endswith(".ssl.key.password")

@@ -1,15 +1,15 @@
 """The transactional requests (issue 19): AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
 TxnOffsetCommit, DescribeTransactions and ListTransactions; InitProducerId with a transactional id
-is in produce.py. Kafka's authorization and error mapping; every decision is broker/txn_state.py's,
-carried out by broker/txn_coordinator.py.
+is in produce.py. Kafka's authorization and error mapping; every decision is broker/txn/state.py's,
+carried out by broker/txn/coordinator.py.
 """
 
 from __future__ import annotations
 
-from broker.acl import CLUSTER_NAME, Op, Res
+from broker.security.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker
-from broker.txn_coordinator import now_ms
-from broker.txn_state import OFFSETS_MARKER
+from broker.txn.coordinator import now_ms
+from broker.txn.state import OFFSETS_MARKER
 from protocol.codec import Request
 from protocol.errors import ErrorCode
 from store import StoreError, UnknownPartition, UnknownTopic
@@ -110,7 +110,7 @@ async def handle_txn_offset_commit(broker: Broker, request: Request):
                 error = await broker.txn.commit_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
                                                         body.group_id, offsets)
             else:  # another broker group's master coordinates the transaction: its marker commits these
-                # (broker/txn_coordinator.py)
+                # (broker/txn/coordinator.py)
                 error = broker.txn.stage_group_offsets(body.producer_id, body.producer_epoch, body.group_id, offsets)
             error = fenced(error, version)
             for topic, partition, *_ in offsets:

@@ -1,11 +1,11 @@
-"""broker/acl.py against Kafka 3.9's StandardAuthorizer rules, without a broker (the same rules
+"""broker/security/acl.py against Kafka 3.9's StandardAuthorizer rules, without a broker (the same rules
 run end to end against Gregor and a real Kafka in tests/security/test_acls.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker.acl import Acl, AclFilter, Authorizer, Op, Pattern, Perm, Res, creation_problem
+from broker.security.acl import Acl, AclFilter, Authorizer, Op, Pattern, Perm, Res, creation_problem
 
 ALICE, BOB = "User:alice", "User:bob"
 HOST = "127.0.0.1"

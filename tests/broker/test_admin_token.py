@@ -17,7 +17,7 @@ import urllib.request
 import pytest
 from kafka.protocol.admin import DescribeConfigsRequest
 
-from broker.cli import build_parser, config_from_args
+from broker.cli.main import build_parser, config_from_args
 from broker.config import ConfigError
 from tests.kit.wire import WireClient
 from tests.kit.gregor import ROOT, TEST_SEGMENT_BYTES, BrokerProcess

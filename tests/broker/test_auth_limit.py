@@ -1,4 +1,4 @@
-"""broker/auth_limit.py without a network: failed.authentication.limit failures from one address
+"""broker/security/auth_limit.py without a network: failed.authentication.limit failures from one address
 within failed.authentication.window.ms refuse its new connections until they leave the window."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from broker.auth_limit import FailedAuthentications
-from broker.cli import build_parser, config_from_args
+from broker.security.auth_limit import FailedAuthentications
+from broker.cli.main import build_parser, config_from_args
 from broker.config import ConfigError
 
 A, B = "127.0.0.1", "127.0.0.2"

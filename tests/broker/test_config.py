@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from broker import node_sasl
-from broker.cli import build_parser, config_from_args
+from broker.cluster import sasl as node_sasl
+from broker.cli.main import build_parser, config_from_args
 from broker.config import ConfigError
 from tests.kit.gregor import ROOT, TEST_SEGMENT_BYTES
 

@@ -1,4 +1,4 @@
-"""broker/dynamic_tls.py without a broker: which names are a listener's dynamic TLS settings, how
+"""broker/security/dynamic_tls.py without a broker: which names are a listener's dynamic TLS settings, how
 they lay over the static ones, and which new files a listener may take."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from broker.config import SETTINGS
-from broker.dynamic_tls import (
+from broker.security.dynamic_tls import (
     built_at_start,
     certificate,
     change_problem,
@@ -15,7 +15,7 @@ from broker.dynamic_tls import (
     state_key,
     stored,
 )
-from broker.listeners import ListenerError, tls_context
+from broker.net.listeners import ListenerError, tls_context
 from tests.security.tls import make_certificates, server_keystore
 
 STATIC = {name: default for name, (_, default, _) in SETTINGS.items()}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.group_state import (
+from broker.groups.state import (
     ALLOWED_FROM,
     Group,
     GroupState,

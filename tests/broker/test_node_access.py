@@ -1,12 +1,12 @@
-"""broker/node_access.py: the replication port's own failed-login count, and which open
+"""broker/cluster/access.py: the replication port's own failed-login count, and which open
 connections lose ClusterAction when the ACLs change."""
 
 from __future__ import annotations
 
 import trio
 
-from broker.auth_limit import FailedAuthentications
-from broker.node_access import NodeAccess
+from broker.security.auth_limit import FailedAuthentications
+from broker.cluster.access import NodeAccess
 
 
 def test_open_connections_are_checked_again_once_per_change_of_the_acls():

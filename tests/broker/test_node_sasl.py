@@ -1,4 +1,4 @@
-"""broker/node_sasl.py's login between two nodes, both ends in one trio run over an in-memory
+"""broker/cluster/sasl.py's login between two nodes, both ends in one trio run over an in-memory
 stream pair: what each end concludes, and the refusal's text the connecting node is given."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 import trio
 import trio.testing
 
-from broker.node_sasl import AuthenticationRefused, NodeSasl, accept, login
-from broker.sasl import new_credential
+from broker.cluster.sasl import AuthenticationRefused, NodeSasl, accept, login
+from broker.security.sasl import new_credential
 
 CREDENTIALS = {(m, "node"): new_credential(m, "node-secret") for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")}
 CREDENTIALS[("SCRAM-SHA-256", "intruder")] = new_credential("SCRAM-SHA-256", "intruder-secret")

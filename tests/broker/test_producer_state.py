@@ -3,7 +3,7 @@
 
 from dataclasses import replace
 
-from broker.producer_state import ProducerStateTable, Verdict
+from broker.txn.producers import ProducerStateTable, Verdict
 from protocol.errors import ErrorCode
 from protocol.record_batch import BatchHeader
 
@@ -85,7 +85,7 @@ def test_a_follower_made_master_knows_batches_above_its_high_watermark(tmp_path)
     not appended twice (tests/cluster/test_failover.py caught kcat's retry stored twice)."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
-    from broker.producer_state import restore
+    from broker.txn.producers import restore
     from protocol.record_batch import parse_header
     from tests.store.replicas import make, ship
 

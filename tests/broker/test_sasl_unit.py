@@ -1,4 +1,4 @@
-"""broker/sasl.py against RFC 7677's test vector, kafka-python's own SCRAM client, and Kafka 3.9's
+"""broker/security/sasl.py against RFC 7677's test vector, kafka-python's own SCRAM client, and Kafka 3.9's
 PlainSaslServer / ScramSaslServer / SaslServerAuthenticator wording."""
 
 import base64
@@ -8,7 +8,7 @@ import re
 import pytest
 from kafka.net.sasl.scram import ScramClient, xor_bytes
 
-from broker.sasl import (
+from broker.security.sasl import (
     ILLEGAL_SASL_STATE,
     MAX_TOKEN_BYTES,
     SASL_AUTHENTICATION_FAILED,

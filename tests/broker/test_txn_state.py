@@ -1,4 +1,4 @@
-"""broker/txn_state.py: the transaction coordinator's state machine, without a broker (the
+"""broker/txn/state.py: the transaction coordinator's state machine, without a broker (the
 same flows run end to end with real clients in tests/transactions/)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from broker.txn_state import ALLOWED_FROM, Coordinator, IllegalTransition, Txn, TxnState
+from broker.txn.state import ALLOWED_FROM, Coordinator, IllegalTransition, Txn, TxnState
 from protocol.errors import ErrorCode
 
 S = TxnState

@@ -10,7 +10,7 @@ import pytest
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
-from broker.cli_connect import CliError, command_config
+from broker.cli.connect import CliError, command_config
 from tests.cli.conftest import Done, assert_fails, gregor
 from tests.kit.both import GREGOR, KAFKA, started
 from tests.kit.wait import wait_until

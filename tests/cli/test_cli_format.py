@@ -1,10 +1,10 @@
-"""The CLI's parsing and printing rules with plain values (broker/cli_format.py, broker/record_text.py)."""
+"""The CLI's parsing and printing rules with plain values (broker/cli/format.py, protocol/record_text.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker.cli_format import (
+from broker.cli.format import (
     OffsetMove,
     UsageError,
     fields,
@@ -17,7 +17,7 @@ from broker.cli_format import (
     reset_plan,
     table,
 )
-from broker.record_text import record_json, text_or_base64
+from protocol.record_text import record_json, text_or_base64
 
 
 @pytest.mark.parametrize("text, ms", [

@@ -1,6 +1,6 @@
 """ACLs and SCRAM credentials hold in every broker group of a cluster: a user created through one
 group's master authenticates at every node of the others, and a binding created or deleted
-through one group is in force everywhere (broker/cluster_security.py, through ZooKeeper, as
+through one group is in force everywhere (broker/cluster/security.py, through ZooKeeper, as
 Kafka in ZooKeeper mode keeps them). Before, each group knew only what its own master had been
 told."""
 

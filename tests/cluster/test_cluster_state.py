@@ -1,4 +1,4 @@
-"""The broker group's decisions, sans-IO (broker/cluster_state.py): who claims, leads, follows
+"""The broker group's decisions, sans-IO (broker/cluster/state.py): who claims, leads, follows
 or waits given ZooKeeper's snapshot; the group record's encoding; where a returning follower's
 log stops agreeing with its master's; and the master's view of its sync-state set."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from broker.cluster_state import (
+from broker.cluster.state import (
     Claim,
     Follow,
     GroupRecord,

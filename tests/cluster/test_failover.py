@@ -21,7 +21,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import NotEnoughReplicasError
 
-from broker.replication import CHUNKS_IN_FLIGHT, IDLE_WAIT_S
+from broker.cluster.shipping import CHUNKS_IN_FLIGHT, IDLE_WAIT_S
 from compat_tests.clients import CLIENT_NAMES, Message, Unsupported, make_client
 from protocol.errors import ErrorCode
 from tests.kit.wire import produce
@@ -262,7 +262,7 @@ def test_metadata_after_the_master_dies_no_leader_then_the_new_master_before_dro
     second (docs/replication.md, Metadata)."""
     from kafka.protocol.metadata import MetadataRequest
 
-    from broker.cluster import LISTED_AFTER_LEAVING_MS
+    from broker.cluster.node import LISTED_AFTER_LEAVING_MS
     from tests.kit.wire import WireClient
     group = broker_group(3)
     create_topic(group, "moving", partitions=1)

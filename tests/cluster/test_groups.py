@@ -17,10 +17,10 @@ from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewPartitions, NewTopic
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from broker.cluster import Cluster
-from broker.cluster_state import GroupRecord, coordinator_group
-from broker.cluster_topics import ClusterTopics
-from broker.zk import ZooKeeper
+from broker.cluster.node import Cluster
+from broker.cluster.state import GroupRecord, coordinator_group
+from broker.cluster.topics import ClusterTopics
+from broker.cluster.zk import ZooKeeper
 from compat_tests.clients import Message, make_client
 from store import Store
 from tests.kit.wire import WireClient

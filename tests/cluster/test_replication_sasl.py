@@ -1,14 +1,14 @@
 """security.inter.broker.protocol=SASL_PLAINTEXT or SASL_SSL: a node logs in to another's
 replication port (the commitlog's shipping, and other groups' transaction markers) as the user of
 its sasl.jaas.config, checked against the SCRAM credentials in the commitlog, as a SASL
-listener checks a client (broker/node_sasl.py).
+listener checks a client (broker/cluster/sasl.py).
 
 Groups ship their logs, fail over and commit transactions across groups with SCRAM between the
 nodes; the port refuses a wrong password, an unknown mechanism, a user not allowed
 ClusterAction (with an authorizer) and a node that does not log in, so such a node never joins
 the sync-state set, and joins once its login is right; with SASL_SSL the login goes through TLS.
 A node whose user loses ClusterAction is cut off until it has it again, and repeated failed
-logins close the port to their address (broker/node_access.py)."""
+logins close the port to their address (broker/cluster/access.py)."""
 
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ from confluent_kafka.admin import (
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.net.sasl.scram import ScramClient
 
-from broker.node_sasl import ANSWER, GO_ON, LOGGED_IN, LOGIN, MAGIC, REFUSED, TOKEN
-from broker.replication import HELLO, VERSION, WELCOME
-from broker.replication import MAGIC as HELLO_MAGIC
+from broker.cluster.sasl import ANSWER, GO_ON, LOGGED_IN, LOGIN, MAGIC, REFUSED, TOKEN
+from broker.cluster.shipping import HELLO, VERSION, WELCOME
+from broker.cluster.shipping import MAGIC as HELLO_MAGIC
 from tests.kit.group import BrokerGroup
 from tests.cluster.load import create_topic
 from tests.cluster.secured import ship_fail_over_and_commit
@@ -77,7 +77,7 @@ def _exactly(sock: socket.socket, size: int) -> bytes:
 
 
 def login(sock: socket.socket, mechanism: str, user: str, password: str) -> tuple[int, bytes]:
-    """broker/node_sasl.py's login, written out on a blocking socket: (last status, its bytes)."""
+    """broker/cluster/sasl.py's login, written out on a blocking socket: (last status, its bytes)."""
     name = mechanism.encode()
     sock.sendall(LOGIN.pack(MAGIC, len(name)) + name)
     scram = ScramClient(user, password, mechanism) if mechanism.startswith("SCRAM") else None

@@ -1,4 +1,4 @@
-"""Which failures of a follower's replication connection say its master is gone (broker/replication.py):
+"""Which failures of a follower's replication connection say its master is gone (broker/cluster/shipping.py):
 a refused connection, or a stream the master's end closed or reset. The follower then reports the
 group's partitions without a leader until a connection is made again (Cluster.master_answers);
 a timeout or another failure on this side says nothing about the master."""
@@ -10,7 +10,7 @@ import socket
 import pytest
 import trio
 
-from broker.replication import ProtocolError, StreamClosed, _ended, _refused
+from broker.cluster.shipping import ProtocolError, StreamClosed, _ended, _refused
 
 
 async def _connect_error(port: int) -> OSError:

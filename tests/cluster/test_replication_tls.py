@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from broker.replication import HELLO, MAGIC, VERSION, WELCOME
+from broker.cluster.shipping import HELLO, MAGIC, VERSION, WELCOME
 from tests.security.brokers import STANDARD_AUTHORIZER
 from tests.security.tls import Certificates, make_certificates, node_keystore, read_until_closed
 from tests.cluster.secured import ship_fail_over_and_commit
@@ -123,7 +123,7 @@ def replication_serial(address: tuple[str, int], context: ssl.SSLContext) -> str
 
 
 def test_a_nodes_certificate_is_renewed_without_a_restart_at_the_master_and_at_a_follower(broker_group, certs):
-    """listener.name.replication.ssl.keystore.location (broker/dynamic_tls.py): the node's new
+    """listener.name.replication.ssl.keystore.location (broker/security/dynamic_tls.py): the node's new
     certificate on both ends of the replication port; a follower's change goes through ZooKeeper
     and its master's commitlog, as ACLs do, and outlives the failover that follows."""
     group = broker_group(2, **ssl_settings(certs))

@@ -1,4 +1,4 @@
-"""Nodes of one broker group running different replication versions (broker/replication.py): the
+"""Nodes of one broker group running different replication versions (broker/cluster/shipping.py): the
 master answers a follower of another version with its own version (WELCOME, OTHER_VERSION) and
 logs one plain line; the follower logs one too, changes nothing in its log and retries with its
 backoff; the rest of the group goes on replicating."""
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import trio
 
-from broker.replication import (
+from broker.cluster.shipping import (
     HELLO,
     HELLO_HEAD,
     MAGIC,

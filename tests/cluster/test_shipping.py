@@ -1,4 +1,4 @@
-"""How a master's replication stream sends the commitlog (broker/replication.py's _SegmentFile):
+"""How a master's replication stream sends the commitlog (broker/cluster/shipping.py's _SegmentFile):
 each chunk with sendfile from its segment's file, opened by path with the stream's own
 descriptor. The bytes that arrive are read_log's, byte for byte, and applied by a follower they
 give the leader's log; a segment deleted while shipped stays readable; a position no segment
@@ -12,7 +12,7 @@ import time
 import pytest
 import trio
 
-from broker.replication import CHUNK, StreamClosed, _Lowat, _SegmentFile, _Splicer, receive_exactly
+from broker.cluster.shipping import CHUNK, StreamClosed, _Lowat, _SegmentFile, _Splicer, receive_exactly
 from store import Store
 from tests.store.conftest import append, build_batch, tiny_config
 

@@ -1,4 +1,4 @@
-"""A master makes a new topic twice over (broker/cluster_topics.py): CreateTopics writes the
+"""A master makes a new topic twice over (broker/cluster/topics.py): CreateTopics writes the
 ZooKeeper record and then makes the topic in the commitlog, while the record's change wakes
 sync(), which makes every topic the record lists and the commitlog lacks. Whichever of the two
 comes second finds the topic made, with the record's id: CreateTopics answers success (before,
@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import trio
 
-from broker.cluster_topics import ClusterTopics
-from broker.zk import ZooKeeper
+from broker.cluster.topics import ClusterTopics
+from broker.cluster.zk import ZooKeeper
 from store import Store
 from tests.store.conftest import tiny_config
 

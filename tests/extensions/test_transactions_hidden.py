@@ -9,8 +9,8 @@ import time
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from broker.view_fetch import read_view
-from broker.views import View
+from broker.views.fetch import read_view
+from broker.views.definition import View
 from tests.extensions.conftest import TAG, append
 
 FAR_PAST, FAR_FUTURE = 0, 2**62

@@ -6,9 +6,9 @@ import numpy as np
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords
 
-from broker.view_batches import filter_batch
-from broker.view_fetch import read_view
-from broker.views import View
+from broker.views.batches import filter_batch
+from broker.views.fetch import read_view
+from broker.views.definition import View
 from store import records as store_records
 from tests.extensions.conftest import TAG, append, tagged_batch
 

@@ -6,7 +6,7 @@
 - `InProcessBroker`: the whole broker as `gregor serve` runs it (broker/server.py: store,
   coordinators, a loopback listener for real clients) in a thread of the test process, and
   `MemoryWireClient`s, tests/kit/wire.py's client over an in-memory stream straight into the
-  connection loop (broker/connection.py), frames and all.
+  connection loop (broker/net/connection.py), frames and all.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from kafka.protocol.consumer import ConsumerProtocolAssignment, ConsumerProtocol
 
 from broker.broker import Broker
 from broker.config import BrokerConfig
-from broker.connection import serve_stream
+from broker.net.connection import serve_stream
 from broker.handlers import dispatch
 from broker.server import serve
 from protocol.codec import decode_request, encode_response

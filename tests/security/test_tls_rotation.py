@@ -3,7 +3,7 @@ Kafka 3.9.0 alike: IncrementalAlterConfigs of `listener.name.ssl.ssl.keystore.lo
 broker (what `kafka-configs --entity-type brokers --entity-name N --alter` sends). A renewed
 certificate (same subject and subjectAltNames, a new key) at a new path is served to new
 connections at once; the unprefixed name, another subject, and a file that does not load are
-refused with INVALID_REQUEST and change nothing (broker/dynamic_tls.py)."""
+refused with INVALID_REQUEST and change nothing (broker/security/dynamic_tls.py)."""
 
 from __future__ import annotations
 

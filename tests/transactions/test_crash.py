@@ -22,8 +22,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from broker.txn_coordinator import TxnCoordinator
-from broker.txn_state import Txn, TxnState
+from broker.txn.coordinator import TxnCoordinator
+from broker.txn.state import Txn, TxnState
 from protocol.record_batch import parse_header
 from store import Store
 from tests.kit.gregor import ROOT, start_broker

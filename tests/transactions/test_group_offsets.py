@@ -1,11 +1,11 @@
 """Transactional offsets held for a transaction another broker group's master coordinates
-(broker/txn_coordinator.py: `stage_group_offsets`, `complete_group_offsets`): a commit marker
+(broker/txn/coordinator.py: `stage_group_offsets`, `complete_group_offsets`): a commit marker
 makes the offsets of its producer epoch committed, an abort drops them, and a fenced producer's
 offsets (an older epoch) are never committed. The cluster path is tests/cluster/test_groups.py."""
 
 from __future__ import annotations
 
-from broker.txn_coordinator import TxnCoordinator
+from broker.txn.coordinator import TxnCoordinator
 from store import Store
 from store.state import GROUP_PENDING_OFFSET, decode_offset, offset_key
 from tests.store.conftest import tiny_config

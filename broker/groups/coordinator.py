@@ -1,0 +1,249 @@
+"""The group coordinator: every consumer group of this broker, their clock, and
+their committed offsets.
+
+Turns handler calls into events on each group's state machine
+(broker/groups/state.py) and runs one timer task (`run`) that fires group
+deadlines. Time is trio's clock, so tests drive it with `trio.testing.MockClock`;
+nothing here sleeps for a fixed time. Committed offsets live in the store's
+`OffsetStore`; its fsyncing writes run in a worker thread, never on the event
+loop. Speaks no wire format: handlers translate to and from kafka-python.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+import trio
+
+from broker.config import BrokerConfig
+from broker.groups.member import JoinRequest, JoinResult, SyncResult
+from broker.groups.state import Group, GroupState
+from protocol.errors import ErrorCode
+from store import StoreError
+
+OFFSET_METADATA_TOO_LARGE = ErrorCode.OFFSET_METADATA_TOO_LARGE
+OFFSET_METADATA_MAX_BYTES = 4096  # Kafka's offset.metadata.max.bytes default
+
+Committed = tuple[int, str | None, int]  # offset, metadata, leader epoch
+CommitEntry = tuple[str, int, int, str | None, int]  # topic, partition, offset, metadata, leader epoch
+
+
+class OffsetBackend(Protocol):
+    """What the coordinator needs of store.OffsetStore."""
+
+    def commit_many(self, group: str, entries: list[CommitEntry]) -> None: ...
+    def fetch(self, group: str, topic: str, partition: int) -> Committed | None: ...
+    def fetch_group(self, group: str) -> dict[tuple[str, int], Committed]: ...
+    def groups(self) -> list[str]: ...
+    def delete_group(self, group: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSummary:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    """DescribeGroups' view; metadata and assignments only while Stable, as Kafka does."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol_data: str
+    members: tuple[MemberSummary, ...]
+
+
+class _Answer:
+    """A one-shot slot a group fills in when a waiting JoinGroup or SyncGroup completes."""
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+        self._value: JoinResult | SyncResult | None = None
+
+    def __call__(self, value: JoinResult | SyncResult) -> None:
+        if not self._event.is_set():
+            self._value = value
+            self._event.set()
+
+    async def wait(self):
+        await self._event.wait()
+        return self._value
+
+
+class GroupCoordinator:
+    def __init__(self, offsets: OffsetBackend, *, initial_rebalance_delay_ms: int = 3000,
+                 min_session_timeout_ms: int = 6000, max_session_timeout_ms: int = 1_800_000) -> None:
+        self.offsets = offsets
+        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
+        self.min_session_timeout_ms = min_session_timeout_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
+        self.groups: dict[str, Group] = {}
+        self._wakeup = trio.Event()
+        self._scheduled = math.inf  # when the timer task will next look at the groups
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig, offsets: OffsetBackend) -> GroupCoordinator:
+        return cls(offsets, initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+                   min_session_timeout_ms=config["group.min.session.timeout.ms"],
+                   max_session_timeout_ms=config["group.max.session.timeout.ms"])
+
+    # --- the clock ---------------------------------------------------------------------------
+
+    @staticmethod
+    def now_ms() -> int:
+        # Rounded up so that waking at a deadline always counts as reaching it.
+        return math.ceil(trio.current_time() * 1000)
+
+    async def run(self) -> None:
+        """Fire group deadlines as they fall due; woken early when a group needs an earlier one."""
+        while True:
+            self._scheduled = min((d for g in self.groups.values() if (d := g.next_deadline()) is not None),
+                                  default=math.inf)
+            with trio.move_on_at(self._scheduled / 1000):
+                await self._wakeup.wait()
+            self._wakeup = trio.Event()
+            now = self.now_ms()
+            for group in list(self.groups.values()):
+                group.expire(now)
+
+    def _changed(self, group: Group) -> None:
+        group.expire(self.now_ms())  # deadlines already due, such as a zero initial delay
+        deadline = group.next_deadline()
+        if deadline is not None and deadline < self._scheduled:
+            self._wakeup.set()
+
+    # --- lookup ------------------------------------------------------------------------------
+
+    def _group(self, group_id: str, create: bool = False) -> Group | None:
+        group = self.groups.get(group_id)
+        if group is None and (create or group_id in self.offsets.groups()):
+            group = Group(group_id, self.initial_rebalance_delay_ms)
+            self.groups[group_id] = group
+        return group
+
+    # --- membership --------------------------------------------------------------------------
+
+    async def join(self, group_id: str, request: JoinRequest) -> JoinResult:
+        if not group_id:
+            return JoinResult(ErrorCode.INVALID_GROUP_ID, request.member_id)
+        if not self.min_session_timeout_ms <= request.session_timeout_ms <= self.max_session_timeout_ms:
+            return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, request.member_id)
+        group = self._group(group_id, create=request.member_id == "")
+        if group is None:
+            return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)
+        answer = _Answer()
+        group.join(self.now_ms(), request, answer)
+        self._changed(group)
+        return await answer.wait()
+
+    async def sync(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                   protocol_type: str | None, protocol_name: str | None,
+                   assignments: dict[str, bytes]) -> SyncResult:
+        if not group_id:
+            return SyncResult(ErrorCode.INVALID_GROUP_ID)
+        group = self._group(group_id)
+        if group is None:
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        answer = _Answer()
+        group.sync(self.now_ms(), member_id, instance_id, generation_id, protocol_type, protocol_name,
+                   assignments, answer)
+        self._changed(group)
+        return await answer.wait()
+
+    def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> int:
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        group = self._group(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        error = group.heartbeat(self.now_ms(), member_id, instance_id, generation_id)
+        self._changed(group)
+        return error
+
+    def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        """LeaveGroup: (group-level error, one error per leaving member)."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, [ErrorCode.INVALID_GROUP_ID] * len(leaving)
+        group = self._group(group_id)
+        if group is None:
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
+        if group.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        errors = [group.leave(self.now_ms(), member_id, instance_id) for member_id, instance_id in leaving]
+        self._changed(group)
+        return ErrorCode.NONE, errors
+
+    # --- committed offsets -------------------------------------------------------------------
+
+    async def commit(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                     entries: list[CommitEntry]) -> list[int]:
+        """OffsetCommit of partitions the caller already knows exist; one error per entry."""
+        if not group_id:
+            return [ErrorCode.INVALID_GROUP_ID] * len(entries)
+        group = self._group(group_id, create=generation_id < 0)
+        if group is None:
+            return [ErrorCode.ILLEGAL_GENERATION] * len(entries)
+        error = group.validate_commit(self.now_ms(), member_id, instance_id, generation_id)
+        self._changed(group)
+        if error:
+            return [error] * len(entries)
+        errors = [OFFSET_METADATA_TOO_LARGE if metadata is not None and len(metadata) > OFFSET_METADATA_MAX_BYTES
+                  else ErrorCode.NONE for _, _, _, metadata, _ in entries]
+        accepted = [entry for entry, err in zip(entries, errors) if err == ErrorCode.NONE]
+        if accepted:
+            try:
+                await trio.to_thread.run_sync(self.offsets.commit_many, group_id, accepted)
+            except StoreError:  # as Kafka maps a failed append to its offsets topic: find the coordinator again
+                return [ErrorCode.NOT_COORDINATOR if err == ErrorCode.NONE else err for err in errors]
+        return errors
+
+    def committed(self, group_id: str, topic: str, partition: int) -> Committed | None:
+        return self.offsets.fetch(group_id, topic, partition)
+
+    def committed_all(self, group_id: str) -> dict[tuple[str, int], Committed]:
+        return self.offsets.fetch_group(group_id)
+
+    # --- administration ----------------------------------------------------------------------
+
+    def describe(self, group_id: str) -> GroupSummary:
+        group = self._group(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return GroupSummary(group_id, GroupState.DEAD.value, "", "", ())
+        stable = group.state is GroupState.STABLE
+        members = tuple(MemberSummary(m.member_id, m.instance_id, m.client_id, m.client_host,
+                                      m.metadata(group.protocol_name) if stable else b"",
+                                      m.assignment if stable else b"")
+                        for m in group.members.values())
+        return GroupSummary(group_id, group.state.value, group.protocol_type or "",
+                            (group.protocol_name or "") if stable else "", members)
+
+    def list_groups(self) -> list[tuple[str, str, str]]:
+        """(group id, protocol type, state) of every live group, including offsets-only ones."""
+        for group_id in self.offsets.groups():
+            self._group(group_id)
+        return [(g.group_id, g.protocol_type or "", g.state.value) for g in self.groups.values()
+                if g.state is not GroupState.DEAD]
+
+    async def delete(self, group_id: str) -> int:
+        group = self._group(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group.state is not GroupState.EMPTY:
+            return ErrorCode.NON_EMPTY_GROUP
+        group.kill()  # stays registered as Dead until its offsets are gone, so nothing revives it early
+        try:
+            await trio.to_thread.run_sync(self.offsets.delete_group, group_id)
+        except StoreError:  # the tombstones were refused: the offsets stay, the group comes back from them
+            return ErrorCode.NOT_COORDINATOR
+        finally:
+            if self.groups.get(group_id) is group:
+                del self.groups[group_id]
+        return ErrorCode.NONE

@@ -1,0 +1,257 @@
+"""One client connection: read frames, answer each request in order.
+
+Kafka processes one request per connection at a time (it mutes the channel),
+so requests run sequentially here too; other connections run concurrently.
+Malformed frames close only this connection. A bug in a handler is logged and
+closes this connection; the broker keeps serving everyone else.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import trio
+
+from broker.broker import Broker
+from broker.handlers import dispatch
+from broker.handlers.produce import Acks0Refused, DurableResponse
+from broker.handlers.sasl import AuthenticationFailure, authenticate
+from broker.net.listeners import Listener, SaslSession, certificate_refused, ssl_principal
+from broker.net.peer import listener as peer_listener
+from broker.net.peer import peer_host, sasl_session, tls_subject
+from broker.security.sasl import AuthenticationFailed
+from protocol.api_versions import API_VERSIONS_KEY
+from protocol.codec import (
+    MalformedRequest,
+    UnsupportedRequest,
+    decode_request,
+    encode_response,
+    unsupported_api_versions_response,
+)
+from protocol.framing import FrameDecoder, FrameError
+
+log = logging.getLogger("gregor.connection")
+READ_SIZE = 256 * 1024
+MAX_RESPONSES_IN_FLIGHT = 64  # answers queued behind a group commit before reading pauses
+IOV_BATCH = 512  # buffers per sendmsg call; Linux allows 1024 (IOV_MAX)
+
+
+async def serve_connection(broker: Broker, listener: Listener, stream: trio.SocketStream) -> None:
+    """One client connection; a TLS listener's takes the context in force as it is accepted."""
+    tls = broker.listener_tls.get(listener.name)
+    peer = _peer(stream)
+    ip = peer.rsplit(":", 1)[0]
+    refused = broker.failed_authentications.refusal(ip, trio.current_time() * 1000)
+    if refused is not None:  # closed unanswered; reported once a window, so a client in a retry loop cannot flood the log
+        log.log(logging.WARNING if refused.first else logging.DEBUG, "refusing connection from %s: %s", peer,
+                refused.reason)
+        await stream.aclose()
+        return
+    refusal = broker.connections.admit(ip)
+    if refusal:
+        log.warning("refusing connection from %s: %s", peer, refusal)
+        await stream.aclose()
+        return
+    try:
+        if tls is not None:
+            secure = trio.SSLStream(stream, tls, server_side=True)
+            try:
+                with trio.fail_after(broker.config["request.timeout.ms"] / 1000):
+                    await secure.do_handshake()
+            except (trio.BrokenResourceError, trio.TooSlowError, trio.ClosedResourceError) as exc:
+                # a plaintext client, a failed certificate check, a truncated handshake: this connection only
+                cause = exc.__cause__ or exc
+                if certificate_refused(cause):
+                    broker.failed_authentications.record(ip, trio.current_time() * 1000)
+                log.info("closing %s: TLS handshake failed (%s)", peer, cause.__class__.__name__ + (f": {cause}" if str(cause) else ""))
+                await stream.aclose()
+                return
+            subject = ssl_principal(secure.getpeercert())
+            log.info("TLS from %s: principal User:%s", peer, subject)
+            if not listener.sasl:
+                tls_subject.set(None if subject == "ANONYMOUS" else subject)
+            await serve_stream(broker, listener, secure, peer)
+        else:
+            await serve_stream(broker, listener, stream, peer)
+    finally:
+        broker.connections.release(ip)
+
+
+async def serve_stream(broker: Broker, listener: Listener, stream: trio.abc.Stream, peer: str) -> None:
+    """The requests of one established connection: a socket's, a TLS session's, or the test kit's
+    in-memory stream (tests/kit/inprocess.py)."""
+    peer_host.set("/" + peer.rsplit(":", 1)[0])
+    peer_listener.set(listener)
+    if listener.sasl:
+        sasl_session.set(SaslSession(broker.config.sasl_mechanisms(), broker.config["connections.max.reauth.ms"]))
+    responses, to_send = trio.open_memory_channel(MAX_RESPONSES_IN_FLIGHT)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_send_in_order, stream, to_send, nursery.cancel_scope, peer)
+            await _read_requests(broker, stream, peer, responses)
+    finally:
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+
+
+async def _read_requests(broker: Broker, stream: trio.abc.Stream, peer: str,
+                         responses: trio.MemorySendChannel) -> None:
+    """Read and handle requests one at a time, in order; queue their answers for the sender.
+    Closing the channel lets the sender finish what is queued, then the connection closes."""
+    decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
+    idle_s = broker.config["connections.max.idle.ms"] / 1000
+    partial_s = broker.config["request.timeout.ms"] / 1000
+    async with responses:
+        try:
+            while True:
+                frame = decoder.next_frame()
+                if frame is None:
+                    limit = partial_s if decoder.partial else idle_s
+                    with trio.move_on_after(limit) as scope:
+                        data = await stream.receive_some(max(READ_SIZE, min(decoder.bytes_wanted(), 1 << 24)))
+                    if scope.cancelled_caught:
+                        log.info("closing %s: %s", peer, "partial request timed out" if decoder.partial else "idle")
+                        return
+                    if not data:
+                        return
+                    decoder.feed(data)
+                    continue
+                answer = await _answer(broker, frame, peer)
+                if answer is not None:
+                    if answer[1] is CLOSE_AFTER:  # the sender writes it, then the connection closes
+                        await responses.send((answer[0], None))
+                        log.info("closing %s: SASL authentication failed", peer)
+                        return
+                    await responses.send(answer)
+        except (FrameError, _CloseConnection) as exc:
+            log.info("closing %s: %s", peer, exc)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+            pass
+        except Exception:
+            # Whatever happens on one connection must never reach the listener's nursery.
+            log.exception("connection %s failed", peer)
+
+
+async def _send_in_order(stream: trio.abc.Stream, to_send: trio.MemoryReceiveChannel,
+                         reader_scope: trio.CancelScope, peer: str) -> None:
+    """Answers leave in request order; one waiting for its group commit holds back the ones
+    behind it (Kafka clients require the order), not the reading of further requests."""
+    try:
+        async with to_send:
+            async for response, durable in to_send:
+                if durable is not None:
+                    response = await durable()
+                if isinstance(response, list):
+                    if isinstance(stream, trio.SocketStream):
+                        await send_buffers(stream.socket, response)
+                    else:  # no zero-copy through TLS (or into memory): one write
+                        await stream.send_all(b"".join(response))
+                else:
+                    await stream.send_all(response)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+        reader_scope.cancel()
+    except Exception:
+        log.exception("sending to %s failed", peer)
+        reader_scope.cancel()
+
+
+async def send_buffers(sock: trio.socket.SocketType, buffers: list) -> None:
+    """Write a response given as buffers (fetch, and the commitlog shipped to followers:
+    memoryviews over the commitlog's mmap) with scatter-gather sendmsg, so record bytes reach the
+    kernel without a copy in Python.
+    trio's SocketStream.send_all takes one buffer only, hence the direct socket call; this
+    task is the connection's only sender, as send_all would otherwise enforce."""
+    i = 0
+    while i < len(buffers):
+        chunk = buffers[i:i + IOV_BATCH]
+        sent = await sock.sendmsg(chunk)
+        for buf in chunk:
+            if sent < len(buf):
+                buffers[i] = memoryview(buf)[sent:]  # partly written: the rest goes next
+                break
+            sent -= len(buf)
+            i += 1
+
+
+class _CloseConnection(Exception):
+    pass
+
+
+CLOSE_AFTER = object()  # an answer after which the connection closes (a failed authentication)
+
+
+async def _answer(broker: Broker, frame: bytes, peer: str) -> tuple[bytes, Any] | None:
+    """(response bytes, awaitable to finish first or None), or None when no answer is due."""
+    session = sasl_session.get()
+    if session is not None and session.raw_tokens:  # after SaslHandshake v0: a bare SASL token
+        return await _raw_token(broker, session, frame, peer), None
+    try:
+        request = decode_request(frame)
+    except MalformedRequest as exc:
+        raise _CloseConnection(str(exc)) from None
+    if session is not None:
+        refusal = session.refusal(request.header.api_key, trio.current_time() * 1000)
+        if refusal:  # Kafka closes the connection, answering nothing
+            raise _CloseConnection(refusal)
+    if isinstance(request, UnsupportedRequest):
+        if request.header.api_key == API_VERSIONS_KEY:
+            return unsupported_api_versions_response(request.header), None
+        raise _CloseConnection(f"unsupported version {request.header.api_version} of api {request.header.api_key}")
+    try:
+        body = await dispatch(broker, request)
+        if isinstance(body, AuthenticationFailure):  # sent, then this connection closes
+            if body.body is None:
+                raise _CloseConnection("oversized SASL token")
+            return encode_response(request.header, body.body), CLOSE_AFTER
+        if body is None or body.__class__ is Acks0Refused:  # acks=0 produce: nothing to answer
+            broker.metrics.request(request.spec.name, len(frame), 0)
+            if body is None:
+                return None
+            raise _CloseConnection(str(body))  # after the answers queued before it
+        if isinstance(body, DurableResponse):
+            return None, _after_flush(broker, request, body, len(frame))
+        response = encode_response(request.header, body)
+        # a list's first buffer starts with the frame size: no second pass over the batches
+        size = int.from_bytes(response[0][:4], "big") + 4 if isinstance(response, list) else len(response)
+        broker.metrics.request(request.spec.name, len(frame), size)
+        return response, None
+    except _CloseConnection:
+        raise
+    except MalformedRequest as exc:  # a body a handler finds Kafka cannot parse (its request classes' checks)
+        raise _CloseConnection(str(exc)) from None
+    except Exception:
+        log.exception("handler bug on %s v%d from %s (client %r)", request.spec.name,
+                      request.header.api_version, peer, request.header.client_id)
+        raise _CloseConnection("internal error") from None
+
+
+async def _raw_token(broker: Broker, session, frame: bytes, peer: str) -> bytes:
+    """A SASL token framed by its length alone (SaslHandshake v0, KIP-43); a failed one closes
+    the connection with no answer, as Kafka does before KIP-152."""
+    try:
+        token = await authenticate(broker, session, frame)
+    except AuthenticationFailed as exc:
+        raise _CloseConnection(f"authentication failed: {exc}") from None
+    return len(token).to_bytes(4, "big") + token
+
+
+def _after_flush(broker: Broker, request, pending: DurableResponse, frame_size: int):
+    """The sender's wait for a produce's group commit; the answer is encoded after it, since a
+    failed fsync changes it (KAFKA_STORAGE_ERROR instead of NONE)."""
+
+    async def durable() -> bytes:
+        await pending.wait()
+        response = encode_response(request.header, pending.body)
+        broker.metrics.request(request.spec.name, frame_size, len(response))
+        return response
+
+    return durable
+
+
+def _peer(stream: trio.SocketStream) -> str:
+    try:
+        host, port = stream.socket.getpeername()[:2]
+        return f"{host}:{port}"
+    except OSError:
+        return "?"

@@ -1,0 +1,1 @@
+"""Transactions and idempotent producers (Kafka's TransactionCoordinator and ProducerStateManager)."""
