@@ -12,7 +12,6 @@ import ssl
 import uuid
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
 
 import trio
 
@@ -27,13 +26,11 @@ from broker.net.listeners import Listener, tls_context
 from broker.net.metrics import BrokerMetrics
 from broker.txn.producers import ProducerStateTable, restore, snapshot_payload, write_snapshot
 from broker.txn.coordinator import TxnCoordinator
+from broker.topology import SingleNode, Topology
 from protocol.errors import ErrorCode
-from store import AdminBusy, Store, StoreError, TopicExists, TopicMeta
+from store import Store, StoreError, TopicMeta
 from store.state import BROKER_CONFIG
 from store.topics import RESERVED_PREFIX
-
-if TYPE_CHECKING:
-    from broker.cluster.node import Cluster
 
 log = logging.getLogger(__name__)
 audit = logging.getLogger("gregor.authorizer")  # denials, as Kafka's kafka.authorizer.logger
@@ -128,9 +125,10 @@ class Broker:
         self.txn = TxnCoordinator(store, self.producers, config["transaction.max.timeout.ms"],
                                   config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
         store.subscribe_appends(self.appends.notify)
-        self.cluster: Cluster | None = None  # set by the server when zookeeper.connect is (broker/cluster/node.py)
-        self.metrics = BrokerMetrics()
-        self.metrics.watch(self)
+        # who leads, who is in sync, who coordinates: this node alone, or its broker group's node
+        # (broker/cluster/node.py), which the server sets when zookeeper.connect is
+        self.topology: Topology = SingleNode(store, self.node_id, config["broker.rack"] or None, log.warning)
+        self.metrics = BrokerMetrics()  # its state's gauges are added by the admin API (broker/net/state_metrics.py)
         # listener.name.<l>.ssl.* set at runtime (broker/security/dynamic_tls.py), over the static settings
         self.dynamic_settings = dynamic_tls.stored(store.state_items(BROKER_CONFIG), self.node_id)
         self.listener_tls: dict[str, ssl.SSLContext] = {}  # TLS listener name -> its context (load_listener_tls)
@@ -167,15 +165,14 @@ class Broker:
         """Lower-case names whose TLS may change at runtime: the TLS listeners, and the replication
         port when it speaks TLS."""
         names = {lst.name.lower() for lst in self.listeners if lst.tls}
-        if self.cluster is not None and self.cluster.tls is not None:
+        if self.topology.replicates_over_tls:
             names.add(dynamic_tls.REPLICATION)
         return names
 
     def apply_tls(self, listener: str) -> None:
         """Put `listener`'s current settings in force (after a dynamic change)."""
         if listener == dynamic_tls.REPLICATION:
-            if self.cluster is not None:
-                self.cluster.reload_tls()
+            self.topology.reload_tls()
         else:
             self.load_listener_tls(only=listener)
         log.info("TLS of %s reloaded: new connections get the certificate of %s", listener,
@@ -186,16 +183,12 @@ class Broker:
         read again from the commitlog its master shipped (Kafka's coordinators load their
         partitions when they become leader)."""
         producers = ProducerStateTable(self.store)
-        if self.cluster is not None:
-            producers.reserve_block = self.cluster.zk.reserve_producer_ids
         await trio.to_thread.run_sync(restore, producers, self.store)
         self.producers = producers
         self.coordinator = GroupCoordinator.from_config(self.config, self.store.offsets)
         self.txn = TxnCoordinator(self.store, producers, self.config["transaction.max.timeout.ms"],
                                   self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
-        if self.cluster is not None:
-            self.txn.markers_elsewhere = self.cluster.write_markers_elsewhere
-            self.txn.appended = self.cluster.appended
+        self.topology.serve_master_state(producers, self.txn)
         self.reload_acls()
 
     async def run_master_services(self) -> None:
@@ -221,51 +214,33 @@ class Broker:
             await self.snapshot_producers()
 
     async def replicated(self) -> int:
-        """In a broker group, wait until the sync-state set holds everything this master has
-        written so far (a state change it is about to acknowledge: committed offsets, a
-        transaction's end). NONE at once on a single node; else what acks=all would answer."""
-        cluster = self.cluster
-        if cluster is None:
-            return ErrorCode.NONE
-        epoch = cluster.leading_epoch
+        """Wait until the sync-state set holds everything this master has written so far (a state
+        change it is about to acknowledge: committed offsets, a transaction's end): what acks=all
+        would answer (NONE at once for a cluster of one)."""
+        topology = self.topology
+        epoch = topology.leading_epoch
         if epoch is None:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        cluster.appended()
-        return await cluster.await_replicated(self.store.log_end_position, epoch,
-                                              self.config["request.timeout.ms"] / 1000)
+        topology.appended()
+        return await topology.await_replicated(self.store.log_end_position, epoch,
+                                               self.config["request.timeout.ms"] / 1000)
 
-    # ---- topic changes: the store on a single node; ZooKeeper and then the store in a cluster ----
+    # ---- topic changes and security records: the topology's (the store, or ZooKeeper first) ----
     async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
-        if self.cluster is not None:
-            return await self.cluster.topics.create_topic(name, partitions, configs)
-        # a worker thread: making the partitions' queue files is disk work
-        return await trio.to_thread.run_sync(self.store.create_topic, name, partitions, configs)
+        return await self.topology.create_topic(name, partitions, configs)
 
     async def delete_topic(self, name: str) -> None:
-        if self.cluster is not None:
-            return await self.cluster.topics.delete_topic(name)
-        await trio.to_thread.run_sync(self.store.delete_topic, name)  # files: disk work
+        await self.topology.delete_topic(name)
 
     async def add_partitions(self, name: str, total: int) -> TopicMeta:
-        if self.cluster is not None:
-            return await self.cluster.topics.change_topic(name, partitions=total)
-        return await trio.to_thread.run_sync(self.store.add_partitions, name, total)  # files: disk work
+        return await self.topology.change_topic(name, partitions=total)
 
     async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> TopicMeta:
-        if self.cluster is not None:
-            return await self.cluster.topics.change_topic(name, configs=configs)
-        return await trio.to_thread.run_sync(self.store.alter_topic_configs, name, configs)
+        return await self.topology.change_topic(name, configs=configs)
 
     async def write_security(self, records: list[tuple[bytes, bytes | None]]) -> None:
-        """Write ACL or SCRAM credential records, durably; in a cluster, ZooKeeper takes them
-        first, for every broker group (broker/cluster/security.py), and at a follower only
-        ZooKeeper: its master writes them, and it answers once it holds them. Raises a StoreError."""
-        if self.cluster is not None:
-            await self.cluster.security.publish(records)
-            if not self.cluster.leading:
-                await self.cluster.until_applied(lambda: all(self.store.state_value(k) == v for k, v in records))
-                return
-        await trio.to_thread.run_sync(self.store.write_state, records)
+        """Write ACL or SCRAM credential records, durably (raises a StoreError)."""
+        await self.topology.write_security(records)
 
     def reload_acls(self) -> None:
         """Put the ACLs of the state topic in force (at start, after CreateAcls/DeleteAcls, and
@@ -284,7 +259,7 @@ class Broker:
     def coordinates(self, key: str) -> bool:
         """Is this node the coordinator of a consumer group or transactional id? (In a cluster:
         the master of the key's broker group.)"""
-        return self.cluster is None or self.cluster.coordinates(key)
+        return self.topology.coordinates(key)
 
     def permits(self, op: Op, resource_type: Res, name: str) -> bool:
         """`allowed`, without the audit log line of a denial (for a check the handler repeats)."""
@@ -340,19 +315,9 @@ class Broker:
         return self.store.topic(name)
 
     def auto_create(self, name: str) -> TopicMeta | None:
-        """Create a topic a client asked for, on the event loop (a few partitions: quick);
-        None when another topic change holds the store (the client asks again) or it exists.
-        In a cluster, through ZooKeeper at any node, off the request: the client asks again."""
-        if self.cluster is not None:
-            self.cluster.topics.create_soon(name, self.config["num.partitions"])
-            return None
-        try:
-            return self.store.create_topic(name, self.config["num.partitions"], {}, wait=False)
-        except (TopicExists, AdminBusy):
-            return None
-        except StoreError as exc:  # full disk, offline log dir, a reserved name: the topic stays unknown
-            log.warning("auto-creating topic %s failed: %s", name, exc)
-            return None
+        """Create a topic a client asked for: the topic, or None while it is being made (the
+        client asks again)."""
+        return self.topology.auto_create(name, self.config["num.partitions"])
 
     def topic_config(self, meta: TopicMeta, name: str) -> str | None:
         """A topic's effective setting: its override, else the broker-wide value."""

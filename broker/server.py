@@ -96,6 +96,7 @@ async def _join_group(nursery: trio.Nursery, broker: Broker) -> None:
             # every listener as clients are told it: another node answers each client with the
             # addresses of the listener it came in on, as Kafka's brokers do (Cluster.address)
             "listeners": {lst.name: list(broker.advertised(lst)) for lst in broker.listeners}}
-    broker.cluster = Cluster(broker)
-    broker.producers.reserve_block = broker.cluster.zk.reserve_producer_ids  # any node answers InitProducerId
-    await nursery.start(broker.cluster.run, sockets, info)
+    cluster = Cluster(broker)
+    broker.topology = cluster
+    cluster.serve_master_state(broker.producers, broker.txn)  # any node answers InitProducerId
+    await nursery.start(cluster.run, sockets, info)

@@ -79,4 +79,6 @@ INTER_BROKER_SPECS: dict[int, ApiSpec] = {s.api_key: s for s in (
     _spec(producer.WriteTxnMarkersRequest, producer.WriteTxnMarkersResponse, 1, 1),
 )}
 
+SPECS_BY_NAME: dict[str, ApiSpec] = {s.name: s for s in (*API_SPECS.values(), *INTER_BROKER_SPECS.values())}
+
 API_VERSIONS_KEY = 18

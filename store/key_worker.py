@@ -29,6 +29,8 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from store.key_entries import index_entries
+
 log = logging.getLogger(__name__)
 REPLY_TIMEOUT_S = 60.0  # a range of WORKER_ENTRIES entries takes milliseconds; this is a dead worker
 NICENESS = 19  # where SCHED_IDLE is missing: the broker and its clients come first
@@ -109,7 +111,7 @@ def _empty():
 
 
 class _Segment:
-    """A commitlog segment mapped read-only: what store.dispatch.index_entries reads."""
+    """A commitlog segment mapped read-only: what store.key_entries.index_entries reads."""
 
     def __init__(self, path: str, start: int, size: int) -> None:
         fd = os.open(path, os.O_RDONLY)
@@ -137,7 +139,6 @@ class _Segment:
 
 
 def main(fd: int) -> None:
-    from store.dispatch import index_entries  # here: the broker side never needs it from this module
     try:  # only CPU time nothing else wants: under load the index falls behind, then catches up
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError):

@@ -409,14 +409,14 @@ async def _serve_until_signalled(config: BrokerConfig) -> None:
             broker = await nursery.start(serve, config)
             signum = await next_signal()
             print(f"gregor: {signal.Signals(signum).name} received, shutting down", file=sys.stderr, flush=True)
-            cluster = broker.cluster
-            if cluster is not None and cluster.leading and config["controlled.shutdown.enable"]:
+            topology = broker.topology
+            if topology.hands_over and config["controlled.shutdown.enable"]:
                 # a master first drains: its sync-state set gets all it wrote (Cluster.drain)
                 print("gregor: this node is its group's master: it takes no more writes and hands over once "
                       "its sync-state set holds all it wrote (a second signal stops it at once)",
                       file=sys.stderr, flush=True)
                 async with trio.open_nursery() as draining:
                     draining.start_soon(stop_at_next_signal, draining.cancel_scope)
-                    await cluster.drain()
+                    await topology.drain()
                     draining.cancel_scope.cancel()
             nursery.cancel_scope.cancel()

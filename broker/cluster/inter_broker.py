@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import trio
 from kafka.protocol.producer import WriteTxnMarkersRequest
 
+from broker.handlers.txn import handle_write_txn_markers
 from broker.net import peer
 from broker.cluster.shipping import HELLO_HEAD, MARKERS_MAGIC, VERSION, ProtocolError, receive_exactly
 from protocol.codec import MalformedRequest, Request, decode_request, encode_response
@@ -70,8 +71,6 @@ async def serve_markers(broker: Broker, stream: trio.abc.Stream, version: int) -
     """A WriteTxnMarkers request that came in on the replication port (after MARKERS_MAGIC and
     the version, which replication.serve_follower read): answered as a client listener answers
     it, by a node of the cluster (peer.node: ACLs do not apply to it)."""
-    # imported here: the handlers import the broker, which imports this module
-    from broker.handlers.txn import handle_write_txn_markers
 
     if version != VERSION:
         log.error("refused transaction markers from a node running replication version %d (this node: %d): "

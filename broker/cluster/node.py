@@ -18,11 +18,12 @@ import itertools
 import logging
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import trio
 from kazoo.exceptions import KazooException
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from broker.cluster import inter_broker
 
@@ -34,6 +35,7 @@ from broker.net import peer
 
 from broker.cluster import shipping as replication
 from broker.security.acl import CLUSTER_NAME, Op, Res
+from broker.security.sasl import stored_credentials
 from broker.cluster.security import ClusterSecurity
 from broker.cluster.state import (
     Claim,
@@ -59,6 +61,9 @@ from store.topics import RESERVED_PREFIX
 
 if TYPE_CHECKING:
     from broker.broker import Broker
+    from broker.txn.coordinator import TxnCoordinator
+    from broker.txn.producers import ProducerStateTable
+    from store import TopicMeta
 
 log = logging.getLogger("gregor.cluster")
 HALTED_EXIT_STATUS = 1  # a node whose data directory failed exits with this (_halt_on_failed_disk)
@@ -85,6 +90,9 @@ def address(info: dict) -> tuple[str, int]:
 
 
 class Cluster:
+    """A broker group's node as the rest of the broker sees it: broker/topology.py's Topology,
+    answered for a group of several nodes through ZooKeeper."""
+
     def __init__(self, broker: Broker) -> None:
         config = broker.config
         self.broker = broker
@@ -194,8 +202,13 @@ class Cluster:
         """... and does it take writes to it now (not while a clean stop drains it)?"""
         return not self.draining and self.leads(topic, partition)
 
-    def partition_view(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int]]:
-        """(leader, leader epoch, replicas, ISR) of a partition, as Metadata reports it."""
+    def partition_view(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int], list[int]]:
+        """(leader, leader epoch, replicas, ISR, offline replicas) of a partition, as Metadata
+        reports it."""
+        leader, epoch, replicas, isr = self._placed(topic, partition)
+        return leader, epoch, replicas, isr, [n for n in replicas if n not in self.live]
+
+    def _placed(self, topic: str, partition: int) -> tuple[int, int, list[int], list[int]]:
         name = self.group_of(topic, partition)
         if name is None:  # placement not read yet: Kafka's "leader not available" of a topic being made
             return -1, 0, [], []
@@ -207,6 +220,10 @@ class Cluster:
         return (record.master if record.master in self.live else -1, record.epoch, members,
                 list(record.sync_state_set))
 
+    def replicas(self) -> int:
+        """Every partition's replication factor: the group's size."""
+        return max(len(self.members), 1)
+
     def coordinator(self, key: str) -> int:
         """The node coordinating a consumer group or transactional id: its broker group's master."""
         name = coordinator_group(key, self.group_names())
@@ -217,6 +234,60 @@ class Cluster:
 
     def coordinates(self, key: str) -> bool:
         return self.leading and not self.draining and coordinator_group(key, self.group_names()) == self.group
+
+    # ---- topic changes and security records: ZooKeeper first (broker/cluster/topics.py, security.py)
+    async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicMeta:
+        return await self.topics.create_topic(name, partitions, configs)
+
+    async def delete_topic(self, name: str) -> None:
+        await self.topics.delete_topic(name)
+
+    async def change_topic(self, name: str, partitions: int | None = None,
+                           configs: dict[str, str] | None = None) -> TopicMeta:
+        return await self.topics.change_topic(name, partitions=partitions, configs=configs)
+
+    def auto_create(self, name: str, partitions: int) -> None:
+        """Through ZooKeeper at any node, off the request: None, and the client asks again."""
+        self.topics.create_soon(name, partitions)
+
+    async def write_security(self, records: list[tuple[bytes, bytes | None]]) -> None:
+        """ZooKeeper takes ACL and credential records first, for every broker group; a master
+        then writes them, a follower answers once it holds them by replication."""
+        await self.security.publish(records)
+        if not self.leading:
+            await self.until_applied(lambda: all(self.store.state_value(k) == v for k, v in records))
+            return
+        await trio.to_thread.run_sync(self.store.write_state, records)
+
+    def serve_master_state(self, producers: ProducerStateTable, txn: TxnCoordinator) -> None:
+        """Producer ids come in blocks from ZooKeeper (any node answers InitProducerId); a
+        transaction's markers for other groups' partitions go to their masters, and its own
+        are shipped as soon as appended."""
+        producers.reserve_block = self.zk.reserve_producer_ids
+        txn.markers_elsewhere = self.write_markers_elsewhere
+        txn.appended = self.appended
+
+    @property
+    def hands_over(self) -> bool:
+        """A master's clean stop hands its group to the next master (drain first)."""
+        return self.leading
+
+    @property
+    def replicates_over_tls(self) -> bool:
+        return self.tls is not None
+
+    def metrics(self) -> Iterator[Metric]:
+        """Its role and, on the master, how far each follower is behind (docs/replication.md)."""
+        yield GaugeMetricFamily("gregor_replication_master", "1 while this node is its broker group's master",
+                                value=1 if self.leading else 0)
+        yield GaugeMetricFamily("gregor_replication_sync_state_set_size",
+                                "Nodes in the group's sync-state set (ISR)", value=len(self.sync_state_set))
+        behind = GaugeMetricFamily("gregor_replication_follower_lag_bytes",
+                                   "Master's commitlog end minus the position a follower last reported holding",
+                                   labels=["node"])
+        for node, bytes_behind in self.follower_lag().items():
+            behind.add_metric([str(node)], bytes_behind)
+        yield behind
 
     async def write_markers_elsewhere(self, markers: list[tuple[str, int]], consumer_groups: list[str],
                                       producer_id: int, producer_epoch: int, commit: bool) -> list[tuple[str, int]]:
@@ -272,9 +343,7 @@ class Cluster:
                 principal = f"User:{ssl_principal(secure.getpeercert())}"
             stream = secure
         if self.sasl is not None:
-            # the listeners' credentials (imported here: handlers import the broker, which imports this)
-            from broker.handlers.sasl import lookup as sasl_lookup
-            principal = await node_sasl.accept(self.sasl, stream, host, sasl_lookup(self.broker),
+            principal = await node_sasl.accept(self.sasl, stream, host, stored_credentials(self.store),
                                                self._may_act_for_cluster, self._failed_login)
             if principal is None:
                 await trio.aclose_forcefully(stream)
@@ -374,6 +443,11 @@ class Cluster:
         watermark moves at once."""
         self._wake_followers()
         self._advance()
+
+    def holds(self, position: int) -> bool:
+        """Does every member of the sync-state set hold the commitlog below `position`? (Alone in
+        the set, the master does as soon as it appended.)"""
+        return self.hw_position >= position
 
     def _wake_followers(self) -> None:
         """Answer the followers' streams waiting for appends (a new Event for the next wait)."""

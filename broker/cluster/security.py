@@ -17,16 +17,25 @@ set is the group's. Blocking calls (ZooKeeper, the state write) run in worker th
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import trio
 from kazoo.exceptions import KazooException
 
-from store import StoreError
+from broker.cluster.zk import ZooKeeper
+from store import Store, StoreError
 from store.state import ACL, BROKER_CONFIG, CREDENTIAL
 
-if TYPE_CHECKING:
-    from broker.cluster.node import Cluster
+
+class Node(Protocol):
+    """What the security records across groups need of this node (broker/cluster/node.py's Cluster)."""
+
+    store: Store
+    zk: ZooKeeper
+    group: str
+
+    @property
+    def leading(self) -> bool: ...
 
 log = logging.getLogger("gregor.cluster")
 SHARED = (ACL, CREDENTIAL, BROKER_CONFIG)  # state key prefixes every group holds alike
@@ -37,7 +46,7 @@ class NotPublished(StoreError):
 
 
 class ClusterSecurity:
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Node) -> None:
         self.cluster = cluster
         self.version = -1  # of /security_changed when this master last synchronised (-1: do it)
 

@@ -43,17 +43,34 @@ import logging
 import os
 import ssl
 import struct
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import trio
 
-from broker.net.connection import send_buffers
 from broker.cluster.sasl import AuthenticationRefused
+from broker.cluster.tls import NodeTls
+from broker.net.sendmsg import send_buffers
 from store import StorageFull, Store, StoreError
 from store.errors import ReplicationError
 
-if TYPE_CHECKING:
-    from broker.cluster.node import Cluster
+
+class Cluster(Protocol):
+    """What shipping needs of this node (broker/cluster/node.py's Cluster): its store, its role,
+    the master's record of each follower's progress, and connections to other nodes."""
+
+    store: Store
+    node_id: int
+    leading_epoch: int | None
+    hw_position: int
+    tls: NodeTls | None
+
+    def truncation_point(self, follower_epoch: int, follower_end: int) -> int: ...
+    def fetched(self, node: int, position: int) -> None: ...
+    def disconnected(self, node: int) -> None: ...
+    def master_answers(self, node: int, answers: bool) -> None: ...
+    async def wait_for_appends(self, position: int, timeout_s: float) -> None: ...
+    async def connect_node(self, host: str, port: int) -> trio.abc.Stream: ...
+    async def serve_markers(self, stream: trio.abc.Stream, version: int) -> None: ...
 
 log = logging.getLogger("gregor.replication")
 _versions_logged: set[tuple[str, int]] = set()  # (who, replication version) already logged

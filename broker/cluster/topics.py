@@ -13,22 +13,34 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 import trio
 
 from broker.cluster.state import TopicRecord, groups_with_master, place
-from store import AdminBusy, StoreError, TopicExists, TopicMeta, UnknownTopic
+from broker.cluster.zk import ZooKeeper
+from store import AdminBusy, Store, StoreError, TopicExists, TopicMeta, UnknownTopic
 from store.topics import RESERVED_PREFIX
 
-if TYPE_CHECKING:
-    from broker.cluster.node import Cluster
+
+class Node(Protocol):
+    """What the topics across groups need of this node (broker/cluster/node.py's Cluster)."""
+
+    store: Store
+    zk: ZooKeeper
+    group: str
+    nursery: trio.Nursery | None
+
+    @property
+    def leading(self) -> bool: ...
+    async def until_applied(self, done: Callable[[], bool]) -> bool: ...
 
 log = logging.getLogger("gregor.cluster")
 
 
 class ClusterTopics:
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Node) -> None:
         self.cluster = cluster
         self.placements: dict[str, tuple[str, ...]] = {}  # topic -> each partition's broker group
         self.version = -1  # of /topics_changed when this node last read the topics (-1: read them)

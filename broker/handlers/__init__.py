@@ -1,4 +1,4 @@
-"""Request dispatch: api key -> handler coroutine. Each handler takes the
+"""Request dispatch: API name -> handler coroutine (Kafka's KafkaApis.handle). Each handler takes the
 broker and the decoded request and returns a kafka-python response body, or
 None when the protocol says no response (Produce with acks=0)."""
 
@@ -27,51 +27,48 @@ from protocol.errors import ErrorCode
 
 Handler = Callable[[Broker, Request], Awaitable[Any]]
 
-HANDLERS: dict[int, Handler] = {
-    0: produce.handle_produce,
-    1: fetch.handle_fetch,
-    2: fetch.handle_list_offsets,
-    3: metadata.handle_metadata,
-    8: groups.handle_offset_commit,
-    9: groups.handle_offset_fetch,
-    10: groups.handle_find_coordinator,
-    11: groups.handle_join_group,
-    12: groups.handle_heartbeat,
-    13: groups.handle_leave_group,
-    14: groups.handle_sync_group,
-    15: groups.handle_describe_groups,
-    16: groups.handle_list_groups,
-    17: sasl.handle_sasl_handshake,
-    18: api_versions.handle_api_versions,
-    19: topics.handle_create_topics,
-    20: topics.handle_delete_topics,
-    21: configs.handle_delete_records,
-    22: produce.handle_init_producer_id,
-    23: fetch.handle_offset_for_leader_epoch,
-    24: txn.handle_add_partitions_to_txn,
-    25: txn.handle_add_offsets_to_txn,
-    26: txn.handle_end_txn,
-    27: txn.handle_write_txn_markers,
-    28: txn.handle_txn_offset_commit,
-    29: acls.handle_describe_acls,
-    30: acls.handle_create_acls,
-    31: acls.handle_delete_acls,
-    32: topics.handle_describe_configs,
-    36: sasl.handle_sasl_authenticate,
-    33: configs.handle_alter_configs,
-    37: topics.handle_create_partitions,
-    42: groups.handle_delete_groups,
-    44: configs.handle_alter_configs,
-    50: sasl.handle_describe_user_scram_credentials,
-    51: sasl.handle_alter_user_scram_credentials,
-    60: metadata.handle_describe_cluster,
-    65: txn.handle_describe_transactions,
-    66: txn.handle_list_transactions,
+# by the API's name as protocol/api_versions.py spells it (Kafka's ApiKeys)
+HANDLERS: dict[str, Handler] = {
+    "Produce": produce.handle_produce,
+    "Fetch": fetch.handle_fetch,
+    "ListOffsets": fetch.handle_list_offsets,
+    "Metadata": metadata.handle_metadata,
+    "OffsetCommit": groups.handle_offset_commit,
+    "OffsetFetch": groups.handle_offset_fetch,
+    "FindCoordinator": groups.handle_find_coordinator,
+    "JoinGroup": groups.handle_join_group,
+    "Heartbeat": groups.handle_heartbeat,
+    "LeaveGroup": groups.handle_leave_group,
+    "SyncGroup": groups.handle_sync_group,
+    "DescribeGroups": groups.handle_describe_groups,
+    "ListGroups": groups.handle_list_groups,
+    "SaslHandshake": sasl.handle_sasl_handshake,
+    "ApiVersions": api_versions.handle_api_versions,
+    "CreateTopics": topics.handle_create_topics,
+    "DeleteTopics": topics.handle_delete_topics,
+    "DeleteRecords": configs.handle_delete_records,
+    "InitProducerId": produce.handle_init_producer_id,
+    "OffsetForLeaderEpoch": fetch.handle_offset_for_leader_epoch,
+    "AddPartitionsToTxn": txn.handle_add_partitions_to_txn,
+    "AddOffsetsToTxn": txn.handle_add_offsets_to_txn,
+    "EndTxn": txn.handle_end_txn,
+    "WriteTxnMarkers": txn.handle_write_txn_markers,
+    "TxnOffsetCommit": txn.handle_txn_offset_commit,
+    "DescribeAcls": acls.handle_describe_acls,
+    "CreateAcls": acls.handle_create_acls,
+    "DeleteAcls": acls.handle_delete_acls,
+    "DescribeConfigs": topics.handle_describe_configs,
+    "SaslAuthenticate": sasl.handle_sasl_authenticate,
+    "AlterConfigs": configs.handle_alter_configs,
+    "CreatePartitions": topics.handle_create_partitions,
+    "DeleteGroups": groups.handle_delete_groups,
+    "IncrementalAlterConfigs": configs.handle_alter_configs,
+    "DescribeUserScramCredentials": sasl.handle_describe_user_scram_credentials,
+    "AlterUserScramCredentials": sasl.handle_alter_user_scram_credentials,
+    "DescribeCluster": metadata.handle_describe_cluster,
+    "DescribeTransactions": txn.handle_describe_transactions,
+    "ListTransactions": txn.handle_list_transactions,
 }
-
-
-def register(api_key: int, handler: Handler) -> None:
-    HANDLERS[api_key] = handler
 
 
 # A request at the wrong node of a cluster: a coordinator's or the controller's request is
@@ -86,34 +83,35 @@ def register(api_key: int, handler: Handler) -> None:
 # What KafkaApis authorizes before the coordinator sees a keyed request (Kafka's order): a
 # refused one goes to its handler, which answers the authorization error, not NOT_COORDINATOR.
 KEY_AUTHORIZATION = {
-    9: ((Op.DESCRIBE, Res.GROUP, "group_id"),),
-    11: ((Op.READ, Res.GROUP, "group_id"),),
-    12: ((Op.READ, Res.GROUP, "group_id"),),
-    13: ((Op.READ, Res.GROUP, "group_id"),),
-    14: ((Op.READ, Res.GROUP, "group_id"),),
-    22: ((Op.WRITE, Res.TRANSACTIONAL_ID, "transactional_id"),),
-    24: ((Op.WRITE, Res.TRANSACTIONAL_ID, "v3_and_below_transactional_id"),),
-    25: ((Op.WRITE, Res.TRANSACTIONAL_ID, "transactional_id"), (Op.READ, Res.GROUP, "group_id")),
-    26: ((Op.WRITE, Res.TRANSACTIONAL_ID, "transactional_id"),),
+    "OffsetFetch": ((Op.DESCRIBE, Res.GROUP, "group_id"),),
+    "JoinGroup": ((Op.READ, Res.GROUP, "group_id"),),
+    "Heartbeat": ((Op.READ, Res.GROUP, "group_id"),),
+    "LeaveGroup": ((Op.READ, Res.GROUP, "group_id"),),
+    "SyncGroup": ((Op.READ, Res.GROUP, "group_id"),),
+    "InitProducerId": ((Op.WRITE, Res.TRANSACTIONAL_ID, "transactional_id"),),
+    "AddPartitionsToTxn": ((Op.WRITE, Res.TRANSACTIONAL_ID, "v3_and_below_transactional_id"),),
+    "AddOffsetsToTxn": ((Op.WRITE, Res.TRANSACTIONAL_ID, "transactional_id"), (Op.READ, Res.GROUP, "group_id")),
+    "EndTxn": ((Op.WRITE, Res.TRANSACTIONAL_ID, "transactional_id"),),
 }
 
 
 def _authorized(broker: Broker, request: Request) -> bool:
     return all(broker.permits(op, resource, getattr(request.body, field))
-               for op, resource, field in KEY_AUTHORIZATION.get(request.header.api_key, ()))
+               for op, resource, field in KEY_AUTHORIZATION.get(request.spec.name, ()))
 
 
 async def dispatch(broker: Broker, request: Request) -> Any:
-    api_key = request.header.api_key
-    handler = HANDLERS.get(api_key)
+    api = request.spec.name
+    handler = HANDLERS.get(api)
     if handler is None:
-        raise NotImplementedError(f"no handler for {request.spec.name}")
-    cluster = broker.cluster
-    if cluster is not None and api_key in elsewhere.REFUSALS:
-        key = elsewhere.key_of(request)
-        if elsewhere.REFUSALS[api_key][0] is None:  # the controller's: its group's master
-            if not cluster.leading or cluster.draining:
+        raise NotImplementedError(f"no handler for {api}")
+    if api in elsewhere.REFUSALS:
+        topology = broker.topology
+        if elsewhere.REFUSALS[api][0] is None:  # the controller's: its group's master
+            if not topology.leading or topology.draining:
                 return elsewhere.refusal(request, ErrorCode.NOT_CONTROLLER)
-        elif key and not cluster.coordinates(key) and _authorized(broker, request):
-            return elsewhere.refusal(request, ErrorCode.NOT_COORDINATOR)
+        else:
+            key = elsewhere.key_of(request)
+            if key and not topology.coordinates(key) and _authorized(broker, request):
+                return elsewhere.refusal(request, ErrorCode.NOT_COORDINATOR)
     return await handler(broker, request)

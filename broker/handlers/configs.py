@@ -217,7 +217,7 @@ async def handle_delete_records(broker: Broker, request: Request):
                 error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif meta is None or not 0 <= p.partition_index < meta.partitions:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif broker.cluster is not None and not broker.cluster.takes_writes(t.name, p.partition_index):
+            elif not broker.topology.takes_writes(t.name, p.partition_index):
                 error = ErrorCode.NOT_LEADER_OR_FOLLOWER  # a follower, another broker group's, or a clean stop
             elif view_of(meta) is not None:
                 error = ErrorCode.INVALID_REQUEST  # a view has its source's log start

@@ -89,29 +89,29 @@ def _create_partitions(request: Request, error: int) -> Any:
 
 
 # api key -> (the request's key field, or None for the controller's requests; the answer)
-REFUSALS: dict[int, tuple[str | None, Callable[[Request, int], Any]]] = {
-    9: ("group_id", _offset_fetch),  # v1-7 (v8+ names several groups: its handler answers each)
-    11: ("group_id", _join_group),
-    12: ("group_id", _error_only),  # Heartbeat
-    13: ("group_id", _error_only),  # LeaveGroup (v3+: no members)
-    14: ("group_id", _error_only),  # SyncGroup (no protocol, no assignment)
-    22: ("transactional_id", _init_producer_id),  # only with a transactional id: an idempotent producer's anywhere
-    24: ("v3_and_below_transactional_id", _add_partitions_to_txn),
-    25: ("transactional_id", _error_only),  # AddOffsetsToTxn
-    26: ("transactional_id", _error_only),  # EndTxn
-    19: (None, _create_topics),
-    20: (None, _delete_topics),
-    37: (None, _create_partitions),
+REFUSALS: dict[str, tuple[str | None, Callable[[Request, int], Any]]] = {  # by API name
+    "OffsetFetch": ("group_id", _offset_fetch),  # v1-7 (v8+ names several groups: its handler answers each)
+    "JoinGroup": ("group_id", _join_group),
+    "Heartbeat": ("group_id", _error_only),  # Heartbeat
+    "LeaveGroup": ("group_id", _error_only),  # LeaveGroup (v3+: no members)
+    "SyncGroup": ("group_id", _error_only),  # SyncGroup (no protocol, no assignment)
+    "InitProducerId": ("transactional_id", _init_producer_id),  # only with a transactional id: an idempotent producer's anywhere
+    "AddPartitionsToTxn": ("v3_and_below_transactional_id", _add_partitions_to_txn),
+    "AddOffsetsToTxn": ("transactional_id", _error_only),  # AddOffsetsToTxn
+    "EndTxn": ("transactional_id", _error_only),  # EndTxn
+    "CreateTopics": (None, _create_topics),
+    "DeleteTopics": (None, _delete_topics),
+    "CreatePartitions": (None, _create_partitions),
 }
 
 
 def key_of(request: Request) -> str | None:
     """The coordinator key of a request REFUSALS answers by key (None: it has none)."""
-    field = REFUSALS[request.header.api_key][0]
-    if field is None or (request.header.api_key == 9 and request.header.api_version >= 8):
+    field = REFUSALS[request.spec.name][0]
+    if field is None or (request.spec.name == "OffsetFetch" and request.header.api_version >= 8):
         return None
     return getattr(request.body, field)
 
 
 def refusal(request: Request, error: int) -> Any:
-    return REFUSALS[request.header.api_key][1](request, error)
+    return REFUSALS[request.spec.name][1](request, error)

@@ -41,13 +41,13 @@ def epoch_error(broker: Broker, topic: str, partition: int, current_leader_epoch
     partition's broker group answers NOT_LEADER_OR_FOLLOWER: clients read from that master;
     with `replica_reads` (a consumer's Fetch v11 or later: KIP-392) a follower of the group
     answers too, checking the epoch against its group's master epoch."""
-    cluster = broker.cluster
-    follower = cluster is not None and not cluster.leads(topic, partition)
-    if follower and not (replica_reads and cluster.serves_reads(topic, partition)):
+    topology = broker.topology
+    follower = not topology.leads(topic, partition)
+    if follower and not (replica_reads and topology.serves_reads(topic, partition)):
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
     if current_leader_epoch < 0:
         return ErrorCode.NONE
-    epoch = cluster.epoch if follower else broker.store.leader_epoch(topic, partition)
+    epoch = topology.epoch if follower else broker.store.leader_epoch(topic, partition)
     if current_leader_epoch == epoch:
         return ErrorCode.NONE
     return ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
@@ -85,9 +85,9 @@ async def handle_fetch(broker: Broker, request: Request):
 def _preferred_replica(broker: Broker, body, version: int) -> int:
     """KIP-392: the follower a master sends this consumer to (its client.rack, Fetch v11's
     rack_id, is that follower's broker.rack), with replica.selector.class set; -1: read here."""
-    if version < 11 or broker.cluster is None or not broker.config["replica.selector.class"]:
+    if version < 11 or not broker.config["replica.selector.class"]:
         return -1
-    return broker.cluster.preferred_read_replica(body.rack_id or "")
+    return broker.topology.preferred_read_replica(body.rack_id or "")
 
 
 def _read_all(broker: Broker, body, version: int, refused: frozenset[str] = frozenset()):
@@ -119,7 +119,7 @@ def _read_all(broker: Broker, body, version: int, refused: frozenset[str] = froz
                 has_error = True
                 parts.append(error_partition(p.partition, fenced))
                 continue
-            if preferred >= 0 and broker.cluster.leads(meta.name, p.partition):
+            if preferred >= 0 and broker.topology.leads(meta.name, p.partition):
                 # Kafka's leader reads nothing then and answers at once, naming the replica
                 has_error = True
                 store = broker.store

@@ -49,15 +49,14 @@ def _coordinator(broker: Broker, key_type: int, key: str, ok_message: str, batch
     if refused is not None:
         return {"error_code": refused[0], "error_message": refused[1], "node_id": -1, "host": "", "port": -1}
     if key_type in (GROUP_KEY, TRANSACTION_KEY):  # this broker coordinates transactions too
-        if broker.cluster is not None:  # a cluster: the master of the key's broker group coordinates
-            master = broker.cluster.coordinator(key)
-            endpoint = broker.cluster.endpoint(master) if master != broker.node_id else None
-            if master < 0 or (master != broker.node_id and endpoint is None):
-                return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": "" if batched else
-                        "The coordinator is not available.", "node_id": -1, "host": "", "port": -1}
-            if endpoint is not None:
-                return {"error_code": 0, "error_message": ok_message, "node_id": master, "host": endpoint[0],
-                        "port": endpoint[1]}
+        master = broker.topology.coordinator(key)  # the master of the key's broker group
+        endpoint = broker.topology.endpoint(master) if master != broker.node_id else None
+        if master < 0 or (master != broker.node_id and endpoint is None):
+            return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": "" if batched else
+                    "The coordinator is not available.", "node_id": -1, "host": "", "port": -1}
+        if endpoint is not None:
+            return {"error_code": 0, "error_message": ok_message, "node_id": master, "host": endpoint[0],
+                    "port": endpoint[1]}
         return {"error_code": 0, "error_message": ok_message, "node_id": broker.node_id,
                 "host": broker.advertised_host, "port": broker.advertised_port}
     else:
@@ -272,7 +271,7 @@ async def handle_list_groups(broker: Broker, request: Request):
     every = broker.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME)  # else only the groups it may Describe
     if types is None or CLASSIC_GROUP_TYPE in types:
         # a cluster's clients ask every node and merge the answers: a follower coordinates none
-        following = broker.cluster is not None and not broker.cluster.leading
+        following = not broker.topology.leading
         for group_id, protocol_type, state in [] if following else broker.coordinator.list_groups():
             if not every and not broker.allowed(Op.DESCRIBE, Res.GROUP, group_id):
                 continue

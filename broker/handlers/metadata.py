@@ -71,15 +71,13 @@ def _brokers(broker: Broker) -> list[tuple[int, str, int, str | None]]:
     """The live nodes and their racks: this one as the connection's listener advertises it, the
     others as they registered in ZooKeeper (broker/cluster/zk.py)."""
     me = (broker.node_id, broker.advertised_host, broker.advertised_port, broker.config["broker.rack"] or None)
-    if broker.cluster is None:
-        return [me]
     return [me if node == broker.node_id else (node, host, port, rack)
-            for node, host, port, rack in broker.cluster.live_brokers()]
+            for node, host, port, rack in broker.topology.live_brokers()]
 
 
 def _controller(broker: Broker) -> int:
     """Admin requests go to the controller: the group's master (-1 while it has none)."""
-    return broker.node_id if broker.cluster is None else broker.cluster.master
+    return broker.topology.master
 
 
 def _operations(broker: Broker, name: str, asked: bool):
@@ -87,21 +85,13 @@ def _operations(broker: Broker, name: str, asked: bool):
 
 
 def _topic(cls, broker: Broker, meta: TopicMeta, operations=NO_AUTHORIZED_OPERATIONS):
-    cluster = broker.cluster
     Partition = cls.MetadataResponseTopic.MetadataResponsePartition
-    if cluster is None:
-        node = broker.node_id
-        partitions = [Partition(error_code=0, partition_index=i, leader_id=node,
-                                leader_epoch=broker.store.leader_epoch(meta.name, i), replica_nodes=[node],
-                                isr_nodes=[node], offline_replicas=[]) for i in range(meta.partitions)]
-    else:  # each partition as its broker group has it: leader = the master, replicas = the nodes, ISR = the set
-        partitions = []
-        for i in range(meta.partitions):
-            leader, epoch, replicas, isr = cluster.partition_view(meta.name, i)
-            partitions.append(Partition(
-                error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE, partition_index=i,
-                leader_id=leader, leader_epoch=epoch, replica_nodes=replicas, isr_nodes=isr,
-                offline_replicas=[n for n in replicas if n not in cluster.live]))
+    partitions = []  # each as its broker group has it: leader = the master, replicas = the nodes, ISR = the set
+    for i in range(meta.partitions):
+        leader, epoch, replicas, isr, offline = broker.topology.partition_view(meta.name, i)
+        partitions.append(Partition(
+            error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE, partition_index=i,
+            leader_id=leader, leader_epoch=epoch, replica_nodes=replicas, isr_nodes=isr, offline_replicas=offline))
     return cls.MetadataResponseTopic(error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=False,
                                      partitions=partitions, authorized_operations=operations)
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import trio
 
+from broker.net.answers import CloseUnanswered, Deferred
 from broker.security.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker
 from broker.handlers.txn import fenced
@@ -58,7 +59,7 @@ async def handle_produce(broker: Broker, request: Request):
         return _unanswered(results) if body.acks == 0 else _response(version, results)
     if broker.authorizer is not None:  # Write on each topic, checked before anything else (KafkaApis)
         refused = {topic for topic, _ in wanted if not broker.allowed(Op.WRITE, Res.TOPIC, topic)}
-    cluster = broker.cluster
+    topology = broker.topology
     if body.acks not in (0, 1, -1):
         results = {key: _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED if key[0] in refused
                                else ErrorCode.INVALID_REQUIRED_ACKS) for key in wanted}
@@ -72,10 +73,10 @@ async def handle_produce(broker: Broker, request: Request):
             if refused and key[0] in refused:
                 results[key] = _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 continue
-            if cluster is not None and not cluster.takes_writes(*key):  # stale metadata or a clean stop: asks again
+            if not topology.takes_writes(*key):  # stale metadata or a clean stop: asks again
                 results[key] = _error(ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 continue
-            if cluster is not None and body.acks == -1 and cluster.in_sync() < _min_insync(broker, key[0]):
+            if body.acks == -1 and topology.in_sync() < _min_insync(broker, key[0]):
                 results[key] = _error(ErrorCode.NOT_ENOUGH_REPLICAS)
                 continue
             if version < MAGIC_2_PRODUCE_VERSION:  # converting old message sets is per-record work: off the loop
@@ -94,18 +95,17 @@ async def handle_produce(broker: Broker, request: Request):
                 results[(a.topic, a.partition)] = _appended(broker, a, result)
                 if result.__class__ is AppendResult:
                     handle = result.flush
-                    if handle is not None or cluster is not None:
-                        durable.append((a.topic, a.partition, a.log_start))
+                    durable.append((a.topic, a.partition, a.log_start))
                     end_position = result.end_position
             if handle is not None:
                 handles.append(handle)
-            if cluster is not None and durable:
-                cluster.appended()
+            if durable:
+                topology.appended()
     if body.acks == 0:
         return _unanswered(results)
-    if cluster is not None and body.acks == -1 and durable:  # acks=all: the sync-state set must hold them
+    if body.acks == -1 and durable and not topology.holds(end_position):  # acks=all: the sync-state set must hold them
         return DurableResponse(version, results, durable, handles, broker.metrics,
-                               replication=(cluster, end_position, cluster.leading_epoch, body.timeout_ms / 1000,
+                               replication=(topology, end_position, topology.leading_epoch, body.timeout_ms / 1000,
                                             [_min_insync(broker, topic) for topic, _, _ in durable]))
     if handles:
         return DurableResponse(version, results, durable, handles, broker.metrics)
@@ -113,7 +113,7 @@ async def handle_produce(broker: Broker, request: Request):
 
 
 @dataclass(slots=True)
-class Acks0Refused:
+class Acks0Refused(CloseUnanswered):
     """An acks=0 produce that failed for some partition: no answer is due, so the connection
     closes, and the client, seeing it close, refreshes its metadata and reconnects (Kafka's
     KafkaApis does the same). Without it, an acks=0 producer would keep writing to a node that
@@ -137,7 +137,7 @@ def _min_insync(broker: Broker, topic: str) -> int:
 
 
 @dataclass(slots=True)
-class DurableResponse:
+class DurableResponse(Deferred):
     """A produce answer that may be sent only once its appends are fsynced (sync flush).
     The connection sends `body` in request order after `wait()`, and meanwhile keeps reading
     and appending the requests behind it, so one group commit covers many of them. The answer
@@ -149,7 +149,7 @@ class DurableResponse:
     durable: list[tuple[str, int, int]]  # (topic, partition, log start) of the appends waited for
     handles: list
     metrics: BrokerMetrics | None
-    # acks=all in a broker group: (cluster, commitlog end of the appends, the epoch they were
+    # acks=all the sync-state set does not hold yet: (topology, commitlog end of the appends, the epoch they were
     # appended in, timeout in seconds, min.insync.replicas of each durable entry)
     replication: tuple | None = None
     body: Any = None
@@ -165,10 +165,10 @@ class DurableResponse:
                 self.results[(topic, partition)] = _error(ErrorCode.KAFKA_STORAGE_ERROR, log_start,
                                                           f"fsync failed, log directory offline: {failed}")
         elif self.replication is not None:
-            cluster, position, epoch, timeout_s, min_insync = self.replication
-            error = await cluster.await_replicated(position, epoch, timeout_s)
+            topology, position, epoch, timeout_s, min_insync = self.replication
+            error = await topology.await_replicated(position, epoch, timeout_s)
             for (topic, partition, log_start), needed in zip(self.durable, min_insync):
-                code = error or (ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND if cluster.in_sync() < needed else 0)
+                code = error or (ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND if topology.in_sync() < needed else 0)
                 if code and self.results[(topic, partition)][0] == ErrorCode.NONE:
                     self.results[(topic, partition)] = _error(code, log_start)
         self.body = _response(self.version, self.results)
@@ -224,8 +224,8 @@ def _check_one(broker: Broker, topic: str, partition: int, records: bytes | None
                 [(keyless, why)]))
     # KIP-890: the partition must be in the producer's transaction, when this node coordinates it
     # (a transaction of another broker group's coordinator is not verified, as before Kafka 3.6)
-    if header.attributes & TRANSACTIONAL_BIT and (broker.cluster is None or transactional_id is None
-                                                  or broker.cluster.coordinates(transactional_id)):
+    if header.attributes & TRANSACTIONAL_BIT and (transactional_id is None
+                                                  or broker.topology.coordinates(transactional_id)):
         error = broker.txn.state.verify(header.producer_id, header.producer_epoch, topic, partition)
         if error:
             return _error(error, log_start)

@@ -21,10 +21,10 @@ from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 from broker.security.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker
 from broker.net.listeners import SaslSession
+from broker.net.answers import CloseAfter
 from broker.net.peer import peer_host, sasl_session
 from broker.security.sasl import (
     MAX_ITERATIONS,
-    MECHANISM_CODES,
     MECHANISM_NAMES,
     MIN_ITERATIONS,
     AuthenticationFailed,
@@ -33,6 +33,7 @@ from broker.security.sasl import (
     credential_from_salted,
     decode_credential,
     encode_credential,
+    stored_credentials,
 )
 from protocol.codec import Request
 from protocol.errors import ErrorCode
@@ -45,18 +46,10 @@ RESOURCE_NOT_FOUND, DUPLICATE_RESOURCE, UNACCEPTABLE_CREDENTIAL = 91, 92, 93
 
 
 @dataclass(slots=True)
-class AuthenticationFailure:
-    """An answer after which the connection closes (broker/net/connection.py)."""
+class AuthenticationFailure(CloseAfter):
+    """A failed login's answer, after which the connection closes."""
 
     body: Any
-
-
-def lookup(broker: Broker):
-    """(mechanism, user) -> the user's stored credential for that SCRAM mechanism, or None."""
-    def find(mechanism: str, user: str) -> ScramCredential | None:
-        value = broker.store.state_value(credential_key(MECHANISM_CODES[mechanism], user))
-        return None if value is None else decode_credential(mechanism, value)
-    return find
 
 
 async def handle_sasl_handshake(broker: Broker, request: Request):
@@ -72,7 +65,7 @@ async def handle_sasl_handshake(broker: Broker, request: Request):
                                                                     mechanisms=enabled))
     session.reauthenticating = session.state == "done"
     session.mechanism = mechanism
-    session.authenticator = Authenticator(mechanism, lookup(broker), reauthenticating=session.reauthenticating)
+    session.authenticator = Authenticator(mechanism, stored_credentials(broker.store), reauthenticating=session.reauthenticating)
     session.state = "authenticate"
     session.raw_tokens = version == 0  # KIP-43: bare tokens follow; v1: SaslAuthenticate requests
     return SaslHandshakeResponse[version](error_code=ErrorCode.NONE, mechanisms=enabled)

@@ -92,7 +92,7 @@ async def handle_create_topics(broker: Broker, request: Request):
 
 def group_size(broker: Broker) -> int:
     """Every partition's replicas: the nodes of the broker group (1 on a single broker)."""
-    return 1 if broker.cluster is None else max(len(broker.cluster.members), 1)
+    return broker.topology.replicas()
 
 
 def _validate_create(broker: Broker, t, duplicate: bool) -> tuple[ErrorCode, str | None, int]:

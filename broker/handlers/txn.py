@@ -160,7 +160,7 @@ async def handle_list_transactions(broker: Broker, request: Request):
     min_duration = body.duration_filter if version >= 1 else -1
     now = now_ms()
     listed = []
-    following = broker.cluster is not None and not broker.cluster.leading  # clients ask every node
+    following = not broker.topology.leading  # clients ask every node
     for txn in [] if following else broker.txn.listing():
         if wanted_states and txn.state.value not in wanted_states:
             continue
@@ -210,14 +210,14 @@ def _marker(broker: Broker, allowed: bool, marker, topic: str, partition: int) -
     if not allowed:
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     if (topic, partition) == OFFSETS_MARKER:  # the transaction's offsets of consumer groups this master coordinates
-        if broker.cluster is not None and (not broker.cluster.leading or broker.cluster.draining):
+        if not broker.topology.leading or broker.topology.draining:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         try:
             broker.txn.complete_group_offsets(marker.producer_id, marker.producer_epoch, marker.transaction_result)
         except StoreError:
             return ErrorCode.KAFKA_STORAGE_ERROR
         return ErrorCode.NONE
-    if broker.cluster is not None and not broker.cluster.takes_writes(topic, partition):
+    if not broker.topology.takes_writes(topic, partition):
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
     try:
         broker.store.append_control(topic, partition, marker.producer_id, marker.producer_epoch,

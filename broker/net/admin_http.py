@@ -29,6 +29,7 @@ import trio
 
 from protocol import record_text
 from broker.net.metrics import CONTENT_TYPE
+from broker.net.state_metrics import StateCollector
 from broker.views.definition import view_of
 from store import StoredRecord, UnknownTopic
 
@@ -156,6 +157,7 @@ def make_app(broker: Broker):
 
 async def serve_admin(broker: Broker, host: str, port: int, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Serve the admin API until cancelled; task_status gets the bound "host:port"."""
+    broker.metrics.watch(StateCollector(broker))  # /metrics reports the broker's state too
     config = hypercorn.config.Config()
     config.bind = [f"{host}:{port}"]
     config.accesslog = None

@@ -15,9 +15,10 @@ import trio
 
 from broker.broker import Broker
 from broker.handlers import dispatch
-from broker.handlers.produce import Acks0Refused, DurableResponse
-from broker.handlers.sasl import AuthenticationFailure, authenticate
+from broker.handlers.sasl import authenticate
+from broker.net.answers import CloseAfter, CloseUnanswered, Deferred
 from broker.net.listeners import Listener, SaslSession, certificate_refused, ssl_principal
+from broker.net.sendmsg import send_buffers
 from broker.net.peer import listener as peer_listener
 from broker.net.peer import peer_host, sasl_session, tls_subject
 from broker.security.sasl import AuthenticationFailed
@@ -34,7 +35,6 @@ from protocol.framing import FrameDecoder, FrameError
 log = logging.getLogger("gregor.connection")
 READ_SIZE = 256 * 1024
 MAX_RESPONSES_IN_FLIGHT = 64  # answers queued behind a group commit before reading pauses
-IOV_BATCH = 512  # buffers per sendmsg call; Linux allows 1024 (IOV_MAX)
 
 
 async def serve_connection(broker: Broker, listener: Listener, stream: trio.SocketStream) -> None:
@@ -156,24 +156,6 @@ async def _send_in_order(stream: trio.abc.Stream, to_send: trio.MemoryReceiveCha
         reader_scope.cancel()
 
 
-async def send_buffers(sock: trio.socket.SocketType, buffers: list) -> None:
-    """Write a response given as buffers (fetch, and the commitlog shipped to followers:
-    memoryviews over the commitlog's mmap) with scatter-gather sendmsg, so record bytes reach the
-    kernel without a copy in Python.
-    trio's SocketStream.send_all takes one buffer only, hence the direct socket call; this
-    task is the connection's only sender, as send_all would otherwise enforce."""
-    i = 0
-    while i < len(buffers):
-        chunk = buffers[i:i + IOV_BATCH]
-        sent = await sock.sendmsg(chunk)
-        for buf in chunk:
-            if sent < len(buf):
-                buffers[i] = memoryview(buf)[sent:]  # partly written: the rest goes next
-                break
-            sent -= len(buf)
-            i += 1
-
-
 class _CloseConnection(Exception):
     pass
 
@@ -200,16 +182,16 @@ async def _answer(broker: Broker, frame: bytes, peer: str) -> tuple[bytes, Any] 
         raise _CloseConnection(f"unsupported version {request.header.api_version} of api {request.header.api_key}")
     try:
         body = await dispatch(broker, request)
-        if isinstance(body, AuthenticationFailure):  # sent, then this connection closes
+        if isinstance(body, CloseAfter):  # sent, then this connection closes
             if body.body is None:
                 raise _CloseConnection("oversized SASL token")
             return encode_response(request.header, body.body), CLOSE_AFTER
-        if body is None or body.__class__ is Acks0Refused:  # acks=0 produce: nothing to answer
+        if body is None or isinstance(body, CloseUnanswered):  # an acks=0 produce: nothing to answer
             broker.metrics.request(request.spec.name, len(frame), 0)
             if body is None:
                 return None
             raise _CloseConnection(str(body))  # after the answers queued before it
-        if isinstance(body, DurableResponse):
+        if isinstance(body, Deferred):
             return None, _after_flush(broker, request, body, len(frame))
         response = encode_response(request.header, body)
         # a list's first buffer starts with the frame size: no second pass over the batches
@@ -236,9 +218,9 @@ async def _raw_token(broker: Broker, session, frame: bytes, peer: str) -> bytes:
     return len(token).to_bytes(4, "big") + token
 
 
-def _after_flush(broker: Broker, request, pending: DurableResponse, frame_size: int):
-    """The sender's wait for a produce's group commit; the answer is encoded after it, since a
-    failed fsync changes it (KAFKA_STORAGE_ERROR instead of NONE)."""
+def _after_flush(broker: Broker, request, pending: Deferred, frame_size: int):
+    """The sender's wait for a deferred answer (a produce's group commit or replication); the
+    answer is encoded after it, since a failed fsync changes it (KAFKA_STORAGE_ERROR, not NONE)."""
 
     async def durable() -> bytes:
         await pending.wait()

@@ -22,6 +22,12 @@ import secrets
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from store.state import credential_key
+
+if TYPE_CHECKING:
+    from store import Store
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -330,3 +336,13 @@ class Authenticator:
         server_signature = hmac.digest(credential.server_key, auth_message, name)
         self._succeed(self._user)
         return b"v=" + base64.b64encode(server_signature)
+
+
+def stored_credentials(store: Store) -> Callable[[str, str], ScramCredential | None]:
+    """(mechanism, user) -> the user's credential for that SCRAM mechanism as the store holds it
+    (written by AlterUserScramCredentials or `gregor user add`), or None: what a listener's and the
+    replication port's SASL logins check."""
+    def find(mechanism: str, user: str) -> ScramCredential | None:
+        value = store.state_value(credential_key(MECHANISM_CODES[mechanism], user))
+        return None if value is None else decode_credential(mechanism, value)
+    return find

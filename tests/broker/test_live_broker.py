@@ -130,7 +130,7 @@ def test_large_fetch_of_many_batches_arrives_whole_and_in_order(gregor, topic_na
     sendmsg takes (IOV_BATCH) and more bytes than the socket buffer, so partial writes happen."""
     from kafka.record.memory_records import MemoryRecords
 
-    from broker.net.connection import IOV_BATCH
+    from broker.net.sendmsg import IOV_BATCH
     client = WireClient(gregor)
     create(client, topic_name)
     count = 3 * IOV_BATCH

@@ -8,7 +8,7 @@ import signal
 
 import numpy as np
 
-from store.dispatch import index_entries
+from store.key_entries import index_entries
 from store.key_index import IndexFile, KeyIndex
 from store.key_worker import KeyWorker
 from tests.kit.wait import wait_until
