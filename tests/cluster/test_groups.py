@@ -111,10 +111,10 @@ def test_a_follower_that_has_not_read_a_topics_placement_reports_no_leader_not_i
         cluster.record, cluster.members = GroupRecord(1, 3, (1, 2)), [1, 2]
         cluster.groups = {"a": (cluster.record, [1, 2]), "b": (GroupRecord(3, 1, (3, 4)), [3, 4])}
         cluster.live = {n: {} for n in (1, 2, 3, 4)}
-        assert [cluster.partition_view("spread", i) for i in range(2)] == [(-1, 0, [], [])] * 2
+        assert [cluster.partition_view("spread", i) for i in range(2)] == [(-1, 0, [], [], [])] * 2
         cluster.topics.placements["spread"] = ("b", "a")  # its step read ZooKeeper
         assert [cluster.partition_view("spread", i) for i in range(3)] == [
-            (3, 1, [3, 4], [3, 4]), (1, 3, [1, 2], [1, 2]), (-1, 0, [], [])]  # a partition not placed yet
+            (3, 1, [3, 4], [3, 4], []), (1, 3, [1, 2], [1, 2], []), (-1, 0, [], [], [])]  # a partition not placed yet
         cluster.topics.placements.clear()
         cluster.leading_epoch = 3  # a master: a topic it had before joining is this group's
         cluster.record, cluster.live = GroupRecord(2, 3, (1, 2)), {n: {} for n in (1, 2, 3, 4)}
