@@ -1,7 +1,7 @@
 """The one table of APIs Gregor advertises, and the kafka-python classes that
 encode and decode them.
 
-Ranges follow docs/protocol.md and ../shared/docs/kafka-clients.md §2: they
+Ranges follow docs/protocol.md (what the Kafka clients Gregor serves ask for): they
 contain every exact version older librdkafka probes for. Produce starts at 0
 (KAFKA-18659) and, like Fetch from 0 and ListOffsets from 0, serves clients of
 message format v0/v1: their message sets are converted on append and on fetch.

@@ -122,7 +122,7 @@ def validate_produce_records(records: bytes | bytearray | memoryview | None,
     """Check one partition's produce records the way Kafka's LogValidator does.
 
     Returns the header of the single batch, or raises InvalidBatch with the code
-    a Kafka 3.9 broker answers (see kafka-reference 04_produce_*).
+    a Kafka 3.9 broker answers (see tests/conformance/reference/kafka-3.9.0, 04_produce_*).
     """
     if not records:
         raise InvalidBatch(ErrorCode.INVALID_RECORD, "produce request carried no record batch")
