@@ -1,3 +1,5 @@
+"""`python -m broker`: the `gregor` command (broker/cli/main.py)."""
+
 import sys
 
 from broker.cli.main import main
