@@ -30,6 +30,11 @@ class ConfigError(ValueError):
     pass
 
 
+class StartupError(Exception):
+    """What keeps a broker from starting, in one line for the operator (`gregor serve` prints it:
+    a port in use, ZooKeeper out of reach, a data directory another broker holds)."""
+
+
 def _bool(text: str) -> bool:
     low = text.strip().lower()
     if low in ("true", "1", "yes"):

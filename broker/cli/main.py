@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from broker.cli import acl as cli_acl
 
@@ -279,6 +279,9 @@ def _add_records(sub: argparse._SubParsersAction) -> None:
                        help="ISO 8601 (no zone: UTC) or epoch ms; a time range without it goes to the log end")
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gregor", description="Kafka-protocol broker with MetaQ storage, and its operator's "
                      "command line", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -292,7 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="Java-style properties file with broker settings")
     serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override one setting; repeatable")
-    serve.add_argument("--log-level", default="WARNING")
+    serve.add_argument("--log-level", default="WARNING", type=str.upper, choices=LOG_LEVELS,
+                       help="what the broker logs to stderr: " + ", ".join(LOG_LEVELS) + " (default WARNING)")
     sub.add_parser("settings", help="list every setting with its default")
     cli_users.add_parser(sub)
     _add_topic(sub)
@@ -316,12 +320,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         return _serve(args)
     if args.command == "settings":
-        from broker.config import SETTINGS
-
-        for name, (_, default, text) in sorted(SETTINGS.items()):
-            print(f"{name}={default}    # {text}")
-        return 0
+        args.run = _print_settings
     return _run_client(args)
+
+
+def _print_settings(args: argparse.Namespace, out: TextIO) -> int:
+    from broker.config import SETTINGS
+
+    for name, (_, default, text) in sorted(SETTINGS.items()):
+        print(f"{name}={default}    # {text}", file=out)
+    return 0
 
 
 def _run_client(args: argparse.Namespace) -> int:
@@ -383,10 +391,29 @@ def _serve(args: argparse.Namespace) -> int:
         logging.getLogger("gregor").info("malloc settings not applied (not glibc): request buffers come from fresh pages")
     try:
         trio.run(_serve_until_signalled, config)
-    except OSError as exc:
-        print(f"gregor: cannot start: {exc}", file=sys.stderr)
+    except BaseException as exc:  # noqa: BLE001 - one line for what stopped the start, else the traceback
+        reason = _startup_failure(exc)
+        if reason is None:
+            raise
+        print(f"gregor: cannot start: {reason}", file=sys.stderr)
         return 1
     return 0
+
+
+def _startup_failure(exc: BaseException) -> str | None:
+    """The operator's line for a failed start (broker/server.py's StartupError, a file the store
+    cannot open), found inside trio's exception groups; None for anything else (a bug: the
+    traceback shows it)."""
+    from broker.config import StartupError
+
+    if isinstance(exc, BaseExceptionGroup):
+        found = [_startup_failure(e) for e in exc.exceptions]
+        return found[0] if len(found) == 1 else None
+    if isinstance(exc, StartupError):
+        return str(exc)
+    if isinstance(exc, OSError) and exc.filename is not None:  # the data directory's files
+        return f"{exc.strerror or exc}: {exc.filename}"
+    return None
 
 
 async def _serve_until_signalled(config: BrokerConfig) -> None:

@@ -56,6 +56,7 @@ from broker.net.listeners import ssl_principal
 from broker.cluster.access import NodeAccess
 from broker.txn.state import OFFSETS_MARKER
 from broker.cluster.zk import ZooKeeper
+from broker.config import StartupError
 from protocol.errors import ErrorCode
 from store.topics import RESERVED_PREFIX
 
@@ -585,7 +586,7 @@ class Cluster:
         try:
             await trio.to_thread.run_sync(self.zk.start, timeout_s)
         except Exception as exc:  # noqa: BLE001 - kazoo's timeout and connection errors: one line and stop
-            raise SystemExit(f"gregor: cannot reach ZooKeeper at {self.broker.config['zookeeper.connect']}: "
+            raise StartupError(f"cannot reach ZooKeeper at {self.broker.config['zookeeper.connect']}: "
                              f"{exc or type(exc).__name__}") from None
         self.broker.cluster_id = await trio.to_thread.run_sync(self.zk.cluster_id)
         self.store.replicate(following=True)  # nothing of its own until it knows its role

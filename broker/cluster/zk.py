@@ -35,6 +35,22 @@ from broker.cluster.state import GroupRecord, Snapshot, TopicRecord
 log = logging.getLogger("gregor.zookeeper")
 
 
+def reachable(connect: str, timeout_s: float) -> None:
+    """Open and close one session with the ZooKeeper ensemble of `connect` (its chroot aside),
+    raising kazoo's error if none is made within `timeout_s`; kazoo's warnings of each failed
+    attempt stay out of the log (the caller says it in one line)."""
+    quiet = logging.getLogger("kazoo.client")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
+    client = KazooClient(hosts=connect.partition("/")[0], timeout=max(timeout_s, 1.0))
+    try:
+        client.start(timeout=timeout_s)
+    finally:
+        quiet.setLevel(level)
+        client.stop()
+        client.close()
+
+
 class ZooKeeper:
     def __init__(self, connect: str, group: str, session_timeout_ms: int, on_change: Callable[[], None]) -> None:
         self.group = group

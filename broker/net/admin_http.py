@@ -20,6 +20,7 @@ import base64
 import hmac
 import json
 import logging
+import socket
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
@@ -155,13 +156,15 @@ def make_app(broker: Broker):
     return app
 
 
-async def serve_admin(broker: Broker, host: str, port: int, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Serve the admin API until cancelled; task_status gets the bound "host:port"."""
+async def serve_admin(broker: Broker, sock: socket.socket, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Serve the admin API on the bound, listening `sock` until cancelled; task_status gets its
+    "host:port"."""
     broker.metrics.watch(StateCollector(broker))  # /metrics reports the broker's state too
     config = hypercorn.config.Config()
-    config.bind = [f"{host}:{port}"]
+    config.bind = [f"fd://{sock.fileno()}"]
     config.accesslog = None
     config.errorlog = log
     async with trio.open_nursery() as nursery:
-        binds = await nursery.start(hypercorn.trio.serve, make_app(broker), config)
-        task_status.started(binds[0].removeprefix("http://"))
+        await nursery.start(hypercorn.trio.serve, make_app(broker), config)
+        host, port = sock.getsockname()[:2]
+        task_status.started(f"{host}:{port}")
