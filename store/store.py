@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import errno
-import fcntl
 import json
 import logging
 import os
@@ -20,9 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
@@ -34,6 +31,13 @@ from store.commitlog import CommitLog
 from store.compaction import Cleaner, CleanStats, Policy
 from store.config import StoreConfig
 from store.consume_queue import CORRUPT, ConsumeQueue
+from store.data_dir import (
+    START_OVER_FILE,
+    adopt_legacy_topics,
+    discard_derived_and_log,
+    lock_data_dir,
+    remove_stray_queues,
+)
 from store.dispatch import (
     ATTRIBUTES_LOW,
     CONTROL_BIT,
@@ -61,7 +65,7 @@ from store.errors import (
     UnknownPartition,
     UnknownTopic,
 )
-from store.flush import Flusher, FlushHandle
+from store.flush import Flusher
 from store.key_index import KeyIndex
 from store.offsets import OffsetStore
 from store.partition import Partition, cleanup_policy, features, irregular, queue_dir
@@ -69,6 +73,7 @@ from store.periodic import Periodic
 from store.records import StoredRecord
 from store.replica import Unreplicated
 from store.reserver import QueueReserver
+from store.results import AppendResult, ReadResult
 from store.segment import Segment, sync_filesystem
 from store.state import (
     MASTER_EPOCH,
@@ -84,6 +89,8 @@ from store.state import (
 from store.time_index import TimeIndex, max_timestamp_offset, offset_for_timestamp
 from store.topics import TopicMeta, TopicRegistry
 
+__all__ = ["AppendResult", "ReadResult", "Store"]  # the results are store/results.py's, re-exported
+
 log = logging.getLogger(__name__)
 _BASE = struct.Struct(">q")
 _LAST_DELTA = struct.Struct(">i")
@@ -97,30 +104,10 @@ KEY_LOOKUP_WAIT_S = 1.0  # lookup_key waits at most this long for the key index 
 STATE_CHUNK = 10_000  # state records per batch when many are written at once (migration, carrying)
 
 
-class AppendResult(NamedTuple):  # a tuple: cheaper to build than a frozen dataclass
-    base_offset: int
-    last_offset: int
-    log_append_time_ms: int
-    end_position: int
-    flush: FlushHandle | None
-
-
 # The append path builds its result with tuple.__new__, a C call: the NamedTuple's own
 # __new__ is a Python function, about 0.25 us of a 3 us append.
 _new_tuple = tuple.__new__
 _time_ns = time.time_ns
-
-
-@dataclass(frozen=True, slots=True)
-class ReadResult:
-    batches: list[memoryview]
-    high_watermark: int
-    log_start_offset: int
-    last_stable_offset: int = -1  # -1: the high watermark
-
-    def __post_init__(self) -> None:
-        if self.last_stable_offset < 0:
-            object.__setattr__(self, "last_stable_offset", self.high_watermark)
 
 
 class Store:
@@ -196,7 +183,7 @@ class Store:
         config.validate()
         root = Path(data_dir)
         root.mkdir(parents=True, exist_ok=True)
-        lock = _lock_data_dir(root)
+        lock = lock_data_dir(root)
         try:
             store = cls._open(root, config)
         except BaseException:
@@ -214,7 +201,7 @@ class Store:
         if into is None and (root / START_OVER_FILE).exists():
             log.warning("%s holds a partial copy of a master's commitlog (the node stopped while starting over "
                         "from it): discarding it; the master ships its commitlog again", root)
-            _discard_derived_and_log(root)
+            discard_derived_and_log(root)
         view = StateView(TopicRegistry(), OffsetStore())
         old = legacy.read(root)
         clean = take_clean_mark(root / "clean_shutdown")
@@ -228,7 +215,7 @@ class Store:
         if ckpt is not None:
             try:
                 recovery.read_state(root, config, commitlog, ckpt, view, tail=not clean)
-                _adopt_legacy_topics(view, old)
+                adopt_legacy_topics(view, old)
                 if clean:
                     parts, index = recovery.load_trusted(root, registry, config, commitlog, ckpt)
                     trusted = True
@@ -241,11 +228,11 @@ class Store:
         rebuilt = parts is None
         if parts is None:
             recovery.read_state(root, config, commitlog, None, view, tail=True)
-            _adopt_legacy_topics(view, old)
+            adopt_legacy_topics(view, old)
             parts, index = recovery.rebuild(root, registry, config, commitlog,
                                             ckpt if bounds is None else Checkpoint(queues=bounds))
             key_position = commitlog.min_position  # a fresh key index: the dispatcher indexes it all
-        _remove_stray_queues(root / "consumequeue", registry)
+        remove_stray_queues(root / "consumequeue", registry)
         store = cls.__new__(cls) if into is None else into
         store.__init__(root, config, view, commitlog, parts, index, key_position)
         if trusted:  # a clean close msynced every queue: only later moves need it again
@@ -1136,7 +1123,7 @@ class Store:
             self._stop_threads()
             with self._lock:
                 self._log.close()
-            _discard_derived_and_log(self.root)
+            discard_derived_and_log(self.root)
             replace(self.root / START_OVER_FILE, json.dumps({"position": position, "end": end}).encode())
             (self.root / "commitlog").mkdir()
             Segment.create(self.root / "commitlog", position, self.config.segment_bytes,
@@ -1565,47 +1552,3 @@ def deletes(configs: dict[str, str]) -> bool:
     """Does the topic's cleanup.policy include `delete` (the default)?"""
     return cleanup_policy(configs)[1]
 
-
-def _lock_data_dir(root: Path) -> int:
-    """An exclusive flock on `<root>/.lock`, as an open file descriptor (closing it releases)."""
-    fd = os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise StoreError(f"data directory {root} is in use by another process (its .lock is held); "
-                         "stop that broker first") from None
-    return fd
-
-
-START_OVER_FILE = "start_over"  # present while a follower's commitlog is a partial copy (Store.start_over)
-
-
-def _discard_derived_and_log(root: Path) -> None:
-    """Remove the commitlog and every file derived from it (not the directory's lock, nor the
-    broker's own files such as cluster_id)."""
-    for name in ("commitlog", "consumequeue", "index"):
-        shutil.rmtree(root / name, ignore_errors=True)
-    for name in ("checkpoint", "clean_shutdown", START_OVER_FILE):
-        (root / name).unlink(missing_ok=True)
-    fsync_dir(root)
-
-
-def _adopt_legacy_topics(view: StateView, old: legacy.Legacy | None) -> None:
-    """Gregor 1's topics.json joins the registry before recovery derives queues, so their
-    data is derived; the records that make it durable are written once the store is open."""
-    if old is not None:
-        for meta in old.topics:
-            if meta.name not in view.registry.topics:
-                view.registry.apply(meta.name, meta)
-
-
-def _remove_stray_queues(qroot: Path, registry: TopicRegistry) -> None:
-    """Queue directories no topic owns: left by a crash between a topic's delete record and
-    the removal of its files (or before a create record was written)."""
-    if not qroot.is_dir():
-        return
-    for path in qroot.iterdir():
-        if path.name != STATE_TOPIC and path.name not in registry.topics:
-            log.info("removing %s: no topic of that name exists", path)
-            shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,28 @@
+"""What appends and reads return (Kafka's LogAppendInfo and FetchDataInfo; RocketMQ's PutMessageResult)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from store.flush import FlushHandle
+
+
+class AppendResult(NamedTuple):  # a tuple: cheaper to build than a frozen dataclass
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    end_position: int
+    flush: FlushHandle | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    batches: list[memoryview]
+    high_watermark: int
+    log_start_offset: int
+    last_stable_offset: int = -1  # -1: the high watermark
+
+    def __post_init__(self) -> None:
+        if self.last_stable_offset < 0:
+            object.__setattr__(self, "last_stable_offset", self.high_watermark)
