@@ -36,6 +36,7 @@ STATE_TOPIC = "__gregor_state"
 STATE_TOPIC_ID = uuid.UUID("6772656f-7200-4000-8000-000000000001")  # fixed: every broker has it
 STATE_META = TopicMeta(STATE_TOPIC, 1, {"key.index.enable": "false"}, STATE_TOPIC_ID)
 VALUE_VERSION = 1
+STATE_CHUNK = 10_000  # state records per batch when many are written at once (migration, carrying)
 
 TOPIC, OFFSET, PRODUCER = b"T", b"O", b"P"
 CREDENTIAL = b"C"  # + u8 SCRAM mechanism (1: SHA-256, 2: SHA-512) + UTF-8 user: broker/security/sasl.py's value

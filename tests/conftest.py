@@ -29,8 +29,8 @@ def _key_lookups_wait_for_the_index(monkeypatch):
     write path, in a worker process started once a key-indexed topic exists; on a loaded CI machine
     that start took over a second, and tests comparing every key's hits failed on what was not yet
     indexed. Tests of a lookup that answers before the index caught up pass wait_s themselves."""
-    import store.store
-    monkeypatch.setattr(store.store, "KEY_LOOKUP_WAIT_S", 60.0)
+    import store.lookups
+    monkeypatch.setattr(store.lookups, "KEY_LOOKUP_WAIT_S", 60.0)
 
 
 @pytest.fixture(scope="session")

@@ -163,7 +163,7 @@ def test_a_checkpoint_syncs_the_file_system_once_when_many_queues_moved_and_msyn
     """Each moved queue's mapping is msynced when few moved; from SYNCFS_FROM_QUEUES on, one
     syncfs of the data directory's file system makes them all durable (10,000 partitions: one
     writeback per checkpoint, not one per queue). Either way the queues are on disk first."""
-    import store.store as store_module
+    import store.housekeeping as store_module
     from store.consume_queue import ConsumeQueue
     s = Store.open(data_dir, tiny_config())
     try:
