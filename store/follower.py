@@ -7,7 +7,7 @@ its own and imports nothing of store/store.py. It owns:
   log_segment_file, log_end_position, log_start_position);
 * applying: a follower writes the shipped entries byte for byte and derives them as an append
   does (append_replicated, and the splice path: splice_target, apply_spliced,
-  write_failed, discard_spliced), the slave's commitlog apply of RocketMQ's HA and the
+  splice_write_error, discard_spliced), the slave's commitlog apply of RocketMQ's HA and the
   log append of Kafka's ReplicaFetcherThread;
 * starting over from the master's copy (start_over, finish_start_over), truncation
   (truncate_log) and a follower's retention (follow_retention);
@@ -190,7 +190,7 @@ class FollowerLog:
             raise ReplicationError(f"spliced bytes at commitlog position {position} are not in this log")
         return self.append_replicated(position, view, written=True)
 
-    def write_failed(self, exc: OSError) -> StoreError:
+    def splice_write_error(self, exc: OSError) -> StoreError:
         """The error to raise for a failed write of spliced bytes (the log directory goes offline
         as with any failed commitlog write; StorageFull for a full disk)."""
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):

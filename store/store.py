@@ -597,6 +597,9 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
         return out
 
     def _write_failed(self, exc: OSError) -> StoreError:
+        """The error for an append's failed commitlog write; call under the append lock. A full
+        disk is StorageFull (and warned about); any other I/O error takes the log directory
+        offline. (A follower's spliced bytes have their own: splice_write_error.)"""
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             self._warn_full(exc)
             full = StorageFull(str(exc))

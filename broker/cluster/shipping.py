@@ -590,7 +590,7 @@ class _Splicer:
                 try:
                     written = os.splice(self.read_fd, fd, n, offset_dst=offset)
                 except OSError as exc:
-                    raise self.store.write_failed(exc) from exc
+                    raise self.store.splice_write_error(exc) from exc
                 offset += written
                 n -= written
         lowat.expect(0)
