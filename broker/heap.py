@@ -7,7 +7,7 @@ goes back to the kernel as soon as it passes the trim threshold (twice the large
 so far, so a few MB), and the next request's buffers fault in fresh zeroed pages again: in a
 perf profile of a 1-partition produce at 700 MB/s, page faults, brk() and munmap() were a third
 of the event loop's time (broker CPU 1.33 s/GB against 0.73 with these settings:
-docs/benchmarks.md). The JVM keeps its heap for the same reason.
+docs/notes/benchmark-history.md). The JVM keeps its heap for the same reason.
 
 mallopt() through ctypes because Python has no binding for it. Raising M_MMAP_THRESHOLD to its
 largest value (32 MiB) also stops glibc from moving the threshold by itself; frames above it

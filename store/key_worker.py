@@ -2,7 +2,7 @@
 
 Indexing keys is per-record Python work (about 3 us a record). In a thread of the broker it
 shares the GIL with the event loop: indexing every topic's keys that way cost 14% of produce
-throughput and 3 ms of p99 latency (docs/benchmarks.md). So the walk over record headers runs
+throughput and 3 ms of p99 latency (docs/notes/benchmark-history.md). So the walk over record headers runs
 here, in its own interpreter, on the same commitlog files mapped read-only (the page cache is
 shared, so no byte is copied between the processes), under Linux's SCHED_IDLE policy (it runs
 only on CPU time nothing else wants; elsewhere at nice 19);

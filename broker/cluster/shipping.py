@@ -1,5 +1,5 @@
 """Shipping the commitlog from a group's master to its followers: one TCP stream per follower
-for the whole commitlog (MetaQ's HA, seed 000 §7.6; RocketMQ's HAService on its own port),
+for the whole commitlog (MetaQ's HA, §7.6 of MetaQ's design notes; RocketMQ's HAService on its own port),
 not one per partition. As RocketMQ's HAConnection, the master pushes and the follower reports:
 once the follower said where its log ends, the master sends whole entries from there
 (Store.read_log_tail on the loop for a follower up to 64 MiB behind, Store.read_log in a worker
@@ -96,11 +96,11 @@ CHUNKS_IN_FLIGHT = 2
 BUFFERS = CHUNKS_IN_FLIGHT  # a follower's receive buffers: one is freed before the report that lets a third chunk go
 # A follower applies a chunk up to this size with no state record in it on its event loop, as a
 # master appends a produced batch (up to max.message.bytes) on its own: two thread hops per chunk
-# were a large part of an acks=all round trip under small requests (docs/benchmarks.md).
+# were a large part of an acks=all round trip under small requests (docs/notes/benchmark-history.md).
 INLINE_APPLY_BYTES = 1 << 20
 # A follower is woken when this much of a chunk has arrived (SO_RCVLOWAT), or the rest of it, not
 # for each 64 KiB segment the loopback or a NIC delivers: a cross-CPU wake-up per segment was a
-# large part of the master's sendmsg (docs/benchmarks.md). The kernel caps it at half tcp_rmem's
+# large part of the master's sendmsg (docs/notes/benchmark-history.md). The kernel caps it at half tcp_rmem's
 # largest buffer (3 MiB by default).
 RECEIVE_LOWAT = 1 << 20
 # ... but not for a chunk's rest smaller than this: it arrives in a few segments, and the two
@@ -108,7 +108,7 @@ RECEIVE_LOWAT = 1 << 20
 LOWAT_FROM = 256 << 10
 # A follower moves a chunk from the socket into its commitlog's file with splice(2) through a pipe
 # of this size, not recv into a buffer and then pwrite: the kernel hands the socket's pages to
-# the pipe and copies them once, into the page cache (docs/benchmarks.md). Capped by
+# the pipe and copies them once, into the page cache (docs/notes/benchmark-history.md). Capped by
 # /proc/sys/fs/pipe-max-size (1 MiB by default).
 PIPE_BYTES = 1 << 20
 IDLE_WAIT_S = 0.05  # an empty chunk after this without appends: the follower's hw, and its report
@@ -223,7 +223,7 @@ async def _ship(cluster: Cluster, stream: trio.abc.Stream, node: int, epoch: int
                 if store.log_end_position <= shipped:
                     start, data = shipped, memoryview(b"")
                 else:  # a follower close behind is shipped what was just appended: no thread hop for that
-                    # (one per chunk, ~750 chunks/s under load at 10,000 partitions: docs/benchmarks.md)
+                    # (one per chunk, ~750 chunks/s under load at 10,000 partitions: docs/notes/benchmark-history.md)
                     start, data = shipped, store.read_log_tail(shipped, CHUNK_BYTES)
                     if data is None:
                         start, data = await trio.to_thread.run_sync(store.read_log, shipped, CHUNK_BYTES)
@@ -245,7 +245,7 @@ async def _ship(cluster: Cluster, stream: trio.abc.Stream, node: int, epoch: int
 class _SegmentFile:
     """Chunks leave with sendfile() from the commitlog segment's file: the kernel hands the
     page-cache pages to the socket instead of copying them in from the mapping, which was the
-    largest part of a master's sendmsg per follower (docs/benchmarks.md). The segment is opened
+    largest part of a master's sendmsg per follower (docs/notes/benchmark-history.md). The segment is opened
     by its path, once, with a descriptor of this stream's own: retention closing the store's
     descriptor (in a worker thread) cannot pull it away between two sendfile calls, and a
     segment deleted meanwhile stays readable through it. A segment's bytes never change while
@@ -543,7 +543,7 @@ class _Splicer:
     splice(2): the socket's pages move into the pipe without a copy, and are copied once, into
     the page cache. recv into a buffer and then pwrite copied each byte twice; in a probe on
     loopback (sendfile to a socket, 4 MiB chunks) the receiving thread spent 0.35-0.45 CPU s/GB
-    against 0.56-0.67 (docs/benchmarks.md). The bytes are written past the log's write position
+    against 0.56-0.67 (docs/notes/benchmark-history.md). The bytes are written past the log's write position
     as they arrive; the chunk is then read, checked and derived from the mapping in order
     (Store.apply_spliced), and what was never applied is zeroed when the stream ends
     (Store.discard_spliced)."""
