@@ -83,7 +83,16 @@ from store.periodic import Periodic
 from store.replica import Unreplicated
 from store.reserver import QueueReserver
 from store.results import AppendResult, ReadResult
-from store.state import STATE_CHUNK, STATE_TOPIC, Record, StateView, encode_batch, encode_topic, topic_key
+from store.state import (
+    STATE_CHUNK,
+    STATE_TOPIC,
+    Record,
+    StateView,
+    encode_batch,
+    encode_topic,
+    offset_key,
+    topic_key,
+)
 from store.topics import TopicMeta, TopicRegistry
 
 __all__ = ["AppendResult", "ReadResult", "Store"]  # the results are store/results.py's, re-exported
@@ -419,11 +428,15 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
             return meta
 
     def delete_topic(self, name: str) -> None:
-        """Remove a topic; its files go outside the append lock, and before any topic of the
-        same name can be created again."""
+        """Remove a topic, and every group's committed offsets on it, in one state batch (Kafka's
+        group coordinator deletes them with the partitions: a new topic of the same name starts
+        with none); its files go outside the append lock, and before any topic of the same name
+        can be created again."""
         with self._admin_lock:
             self._registry.get(name)  # UnknownTopic if there is none
-            self.write_state([(topic_key(name), None)])  # the registry forgets it
+            committed = [(offset_key(group, topic, partition), None) for group in self.offsets.groups()
+                         for topic, partition in self.offsets.fetch_group(group) if topic == name]
+            self.write_state([(topic_key(name), None), *committed])  # the registry forgets it
             self._drop_partitions(name)
 
     def _unlist(self, name: str, keep: int = 0) -> list[Partition]:
@@ -526,7 +539,7 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
         it (UnknownTopic/UnknownPartition, StorageFull, EntryTooLarge, or an I/O error), which
         wrote nothing for that item and did not stop the others. Taking the lock, the clock and
         the call once per request instead of once per batch saves about 0.5 us of a 3 us append
-        (docs/benchmarks.md). Partitions are looked up under the lock, so a concurrent
+        (docs/notes/benchmark-history.md). Partitions are looked up under the lock, so a concurrent
         delete_topic (which unlists them under it) is seen; tag and key parsing, for the topics
         that ask for it, also happens under it: the GIL serialises that work either way."""
         out: list = []
