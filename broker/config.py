@@ -8,6 +8,7 @@ refused at start with a message that names the setting.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import ssl
 from collections.abc import Callable
@@ -179,7 +180,9 @@ class BrokerConfig:
 
     def set(self, name: str, text: str) -> None:
         if name not in SETTINGS:
-            raise ConfigError(f"unknown setting {name!r}; known settings: {', '.join(sorted(SETTINGS))}")
+            close = difflib.get_close_matches(name, SETTINGS, n=3)
+            raise ConfigError(f"unknown setting {name!r}" + (f"; did you mean {' or '.join(close)}?" if close else
+                                                              "; `gregor settings` lists them all"))
         parser = SETTINGS[name][0]
         try:
             self.values[name] = parser(text.strip())

@@ -109,7 +109,7 @@ def _describe_text(group: dict) -> str:
     offsets = table(("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "MEMBER-ID"),
                     [(o["topic"], o["partition"], o["current_offset"], o["log_end_offset"], o["lag"], o["member_id"])
                      for o in group["offsets"]])
-    return f"{head}\n{members if group['members'] else ''}{offsets}"
+    return f"{head}\n{members + chr(10) if group['members'] else ''}{offsets}"  # a blank line between the tables
 
 
 def reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
@@ -126,6 +126,8 @@ def reset_offsets(args: argparse.Namespace, out: TextIO) -> int:
                          + ((r["error"],) if failed else ()) for r in rows]))
     if failed:
         raise CliError(f"cannot commit {len(failed)} of {len(moves)} offsets of group {args.group}")
+    print(f"gregor: dry run: nothing committed (without --dry-run, group {args.group} moves to these offsets)"
+          if args.dry_run else f"gregor: committed {len(moves)} offsets of group {args.group}", file=sys.stderr)
     return 0
 
 

@@ -50,6 +50,16 @@ class _Parser(argparse.ArgumentParser):
         where = self.prog.removeprefix("gregor").strip()
         self.exit(2, f"gregor: {where + ': ' if where else ''}{message} (see `{self.prog} --help`)\n")
 
+    def parse_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201 - argparse's signature
+        """As argparse's, but an unknown argument is named with the (sub)command it was given to."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, "command", None)
+            where = " ".join(c for c in (command, getattr(parsed, f"{command}_command", None)) if c)
+            self.exit(2, f"gregor: {where + ': ' if where else ''}unrecognized arguments: {' '.join(extras)} "
+                         f"(see `gregor {where + ' ' if where else ''}--help`)\n")
+        return parsed
+
 
 def _arg(parse: Callable[[str], object]) -> Callable[[str], object]:
     """An argparse type from a cli_format parser: its UsageError becomes argparse's error line."""
@@ -264,8 +274,8 @@ def _add_records(sub: argparse._SubParsersAction) -> None:
     consume.add_argument("--key-separator", metavar="SEP", help="text output: print KEY SEP VALUE")
 
     query = _client(sub, "query", cli_records.query, "find records by key, message id or time range",
-                    description="By key or message id: Gregor's admin HTTP API (--admin; the topic needs "
-                    "keys are indexed unless the topic has key.index.enable=false; the 32 newest hits; --from/--to on the store time). "
+                    description="By key or message id: Gregor's admin HTTP API (--admin; keys are indexed "
+                    "unless the topic has key.index.enable=false; the 32 newest hits; --from/--to on the store time). "
                     "By time range (--topic with --from, no --key): the Kafka protocol, on the records' "
                     "timestamps, partition by partition. One JSON object per line.")
     query.add_argument("--admin", metavar="HOST:PORT",

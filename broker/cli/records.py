@@ -143,6 +143,10 @@ def consume(args: argparse.Namespace, out: TextIO) -> int:
                     # poll without ever fetching (seen against Kafka 3.9; compat_tests' harness does
                     # the same)
                     consumer.partitions_for_topic(args.topic)
+                    if not args.from_beginning and all(consumer.committed(TopicPartition(args.topic, p)) is None
+                                                       for p in partitions):
+                        print(f"gregor: group {args.group} has no committed offsets on {args.topic}: it starts at "
+                              "the log end (--from-beginning reads from the start)", file=sys.stderr)
                     consumer.subscribe([args.topic])
                 else:
                     _assign_and_seek(consumer, args, partitions, start_ms)
@@ -248,7 +252,14 @@ def _lookup(args: argparse.Namespace, out: TextIO) -> int:
     except (urllib.error.URLError, OSError) as exc:
         raise CliError(f"cannot reach the admin API at {args.admin}: {exc}") from None
     out.writelines(json.dumps(message, ensure_ascii=False) + "\n" for message in body["messages"])
+    if not body["messages"]:
+        _no_records()
     return 0
+
+
+def _no_records() -> None:
+    """A query that matched nothing says so on stderr (stdout stays empty for scripts); status 0."""
+    print("gregor: no records match", file=sys.stderr)
 
 
 def _time_range(args: argparse.Namespace, out: TextIO) -> int:
@@ -268,16 +279,21 @@ def _time_range(args: argparse.Namespace, out: TextIO) -> int:
             if time_to is not None:  # the first record after the range, where there is one
                 after = consumer.offsets_for_times(dict.fromkeys(tps, time_to + 1))
                 ends = {tp: after[tp].offset if after.get(tp) else ends[tp] for tp in tps}
+            found = 0
             for tp in tps:
                 if starts.get(tp) is not None and starts[tp].offset < ends[tp]:
-                    _read_range(consumer, tp, starts[tp].offset, ends[tp], time_from, time_to, out)
+                    found += _read_range(consumer, tp, starts[tp].offset, ends[tp], time_from, time_to, out)
     finally:
         consumer.close()
+    if not found:
+        _no_records()
     return 0
 
 
 def _read_range(consumer: KafkaConsumer, tp: TopicPartition, start: int, end: int, time_from: int,
-                time_to: int | None, out: TextIO) -> None:
+                time_to: int | None, out: TextIO) -> int:
+    """Print the records of [start, end) within the time range; how many."""
+    printed = 0
     consumer.assign([tp])
     consumer.seek(tp, start)
     position, deadline = start, time.monotonic() + REQUEST_TIMEOUT_MS / 1000
@@ -292,4 +308,6 @@ def _read_range(consumer: KafkaConsumer, tp: TopicPartition, start: int, end: in
             if record.offset < end and record.timestamp >= time_from and (time_to is None or
                                                                           record.timestamp <= time_to):
                 out.write(json.dumps(_json(record), ensure_ascii=False) + "\n")
+                printed += 1
     out.flush()
+    return printed
