@@ -18,6 +18,7 @@ import itertools
 import logging
 import math
 import os
+import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -74,6 +75,12 @@ STEP_S = 0.25  # ZooKeeper is read again at least this often (watches wake it so
 LISTED_AFTER_LEAVING_MS = 3000  # a node whose session ended stays in Metadata's broker list (live_brokers)
 APPLIED_WAIT_S = 5.0  # a follower's admin change: how long it waits to hold it before answering (until_applied)
 DRAIN_POLL_S = 0.01  # a clean stop's drain looks at the followers' reports this often (drain)
+
+
+def _announce(message: str, *args: object) -> None:
+    """A change of this node's role, on stderr whatever the log level (as `gregor ready` is): an
+    operator reads there which node became master, and in which epoch."""
+    print("gregor: " + message % args, file=sys.stderr, flush=True)
 
 
 def now_ms() -> int:
@@ -703,8 +710,8 @@ class Cluster:
         self.topics.version = -1  # a new master makes its commitlog's topics match ZooKeeper's
         self.security.version = -1  # and its ACLs and credentials
         self._advance()
-        log.info("node %d is master of group %s in epoch %d (commitlog from %d; sync-state set %s)",
-                 self.node_id, self.group, record.epoch, start, sorted(record.sync_state_set))
+        _announce("node %d is master of group %s in epoch %d (commitlog from %d; sync-state set %s)",
+                  self.node_id, self.group, record.epoch, start, sorted(record.sync_state_set))
         self._wake_followers()
 
     async def _run_master(self, done: trio.Event, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -717,7 +724,7 @@ class Cluster:
             done.set()
 
     async def _stop_leading(self) -> None:
-        log.info("node %d stops leading group %s (epoch %s)", self.node_id, self.group, self.leading_epoch)
+        _announce("node %d stops leading group %s (epoch %s)", self.node_id, self.group, self.leading_epoch)
         self.leading_epoch = None
         self.sync = None
         if self._master_scope is not None:
@@ -738,7 +745,7 @@ class Cluster:
         self.store.replicate(following=True)
         self._following = (master, epoch)
         self._follow_done = trio.Event()
-        log.info("node %d follows master %d of group %s in epoch %d", self.node_id, master, self.group, epoch)
+        _announce("node %d follows master %d of group %s in epoch %d", self.node_id, master, self.group, epoch)
         self._follow_scope = await self.nursery.start(
             self._run_follower, master, endpoint["replication_host"], endpoint["replication_port"], epoch,
             self._follow_done)

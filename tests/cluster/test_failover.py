@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -249,6 +250,17 @@ def test_metadata_shows_master_replicas_and_sync_state_set(calm_group):
     assert sorted(part["isr_nodes"]) == [1, 2, 3]
     assert cluster["controller_id"] == master
     assert sorted(b["broker_id"] for b in cluster["brokers"]) == [1, 2, 3]
+
+
+def test_each_node_says_on_stderr_which_role_it_took_and_in_which_epoch(calm_group):
+    """Whatever the log level (the default is WARNING), as `gregor ready` is."""
+    group = calm_group
+    master = group.master()
+    assert re.search(rf"^gregor: node {master} is master of group a in epoch \d+ \(commitlog from \d+; "
+                     rf"sync-state set \[", group.nodes[master].log(), re.M)
+    for node in (n for n in group.nodes if n != master):
+        assert re.search(rf"^gregor: node {node} follows master {master} of group a in epoch \d+$",
+                         group.nodes[node].log(), re.M)
 
 
 def test_metadata_after_the_master_dies_no_leader_then_the_new_master_before_dropping_the_old_one(broker_group):
