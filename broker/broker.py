@@ -19,7 +19,7 @@ from broker.security import dynamic_tls
 
 from broker.net import peer
 from broker.security.acl import ACL_PREFIX, Acl, Authorizer, Op, Res
-from broker.security.auth_limit import FailedAuthentications
+from broker.security.auth_limit import FailedLogins
 from broker.config import BrokerConfig
 from broker.groups.coordinator import GroupCoordinator
 from broker.net.listeners import Listener, tls_context
@@ -118,8 +118,8 @@ class Broker:
         self.listeners: list[Listener] = config.listeners()  # ports replaced by the bound ones
         self.appends = AppendSignals()
         self.connections = ConnectionCounts(config["max.connections"], config["max.connections.per.ip"])
-        self.failed_authentications = FailedAuthentications(config["failed.authentication.limit"],
-                                                            config["failed.authentication.window.ms"])
+        self.failed_logins = FailedLogins(config["connection.failed.authentication.delay.ms"],
+                                          config["failed.authentication.limit"], config["failed.authentication.window.ms"])
         self.producers = ProducerStateTable(store)
         self.coordinator = GroupCoordinator.from_config(config, store.offsets)
         self.txn = TxnCoordinator(store, self.producers, config["transaction.max.timeout.ms"],

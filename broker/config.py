@@ -80,9 +80,12 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
                                         "(broker/security/acl.py); empty: every client may do everything")),
     "super.users": (str, "", "principals ACLs never restrict, ';'-separated: User:admin;User:CN=ops"),
     "allow.everyone.if.no.acl.found": (_bool, False, "allow an operation on a resource that no ACL names"),
-    "failed.authentication.limit": (int, 10, ("failed authentications from one address within "
-                                              "failed.authentication.window.ms before its new connections "
-                                              "are refused until the window passes (0: no limit)")),
+    "failed.authentication.limit": (int, 10, ("failed logins of one user from one address within "
+                                              "failed.authentication.window.ms after which each further failed "
+                                              "login of it is answered twice as slowly, up to 5 s (a correct "
+                                              "password is always answered at once); at the replication port, "
+                                              "failures from one address after which its new connections are "
+                                              "refused until the window passes (0: neither)")),
     "failed.authentication.window.ms": (int, 60000, "window of failed.authentication.limit"),
     "admin.token": (str, "", ("bearer token the admin HTTP API requires (Authorization: Bearer TOKEN); "
                               "required when the API is bound beyond loopback")),

@@ -22,6 +22,7 @@ from broker.security.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker
 from broker.net.listeners import SaslSession
 from broker.net.answers import CloseAfter
+from broker.security.auth_limit import MAX_WAIT_MS
 from broker.net.peer import peer_host, sasl_session
 from broker.security.sasl import (
     MAX_ITERATIONS,
@@ -98,8 +99,8 @@ async def handle_sasl_authenticate(broker: Broker, request: Request):
 async def authenticate(broker: Broker, session: SaslSession, token: bytes) -> bytes:
     """One step of the session's exchange; the session is `done` once it succeeded. A failure
     is answered only after connection.failed.authentication.delay.ms (Kafka's delay, which
-    slows password guessing), logged without the token, and counts towards the address's
-    failed.authentication.limit."""
+    slows password guessing), longer once its identity passed failed.authentication.limit
+    (broker/security/auth_limit.py), and logged without the token."""
     authenticator: Authenticator = session.authenticator  # type: ignore[assignment]
     try:
         if len(token) > broker.config["sasl.server.max.receive.size"]:
@@ -114,18 +115,19 @@ async def authenticate(broker: Broker, session: SaslSession, token: bytes) -> by
             lifetime = session.lifetime_ms
             session.expires_ms = trio.current_time() * 1000 + lifetime if lifetime else None
             log.info("client %s authenticated as User:%s (%s)", peer_host.get(), user, session.mechanism)
+            broker.failed_logins.succeeded(peer_host.get().removeprefix("/"), user)
         return out
     except AuthenticationFailed as exc:
         session.state = "failed"
+        address, user = peer_host.get().removeprefix("/"), authenticator.claimed
         log.warning("SASL %s authentication from %s failed: %s", session.mechanism, peer_host.get(), exc.reason)
-        _count_failure(broker)
-        await trio.sleep(broker.config["connection.failed.authentication.delay.ms"] / 1000)
+        throttle = broker.failed_logins.failed(address, user, trio.current_time() * 1000)
+        if throttle.first:
+            log.warning("failed.authentication.limit (%d within %d ms) reached for user %r from %s: its failed "
+                        "logins are answered more slowly (up to %d ms); a correct password logs in at once",
+                        broker.failed_logins.limit, broker.failed_logins.window_ms, user, address, MAX_WAIT_MS)
+        await trio.sleep(throttle.wait_ms / 1000)
         raise
-
-
-def _count_failure(broker: Broker) -> None:
-    """One more failure towards the client address's failed.authentication.limit (broker/security/auth_limit.py)."""
-    broker.failed_authentications.record(peer_host.get().removeprefix("/"), trio.current_time() * 1000)
 
 
 # ---- SCRAM credentials (KIP-554) ------------------------------------------------------------

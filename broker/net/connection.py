@@ -17,7 +17,7 @@ from broker.broker import Broker
 from broker.handlers import dispatch
 from broker.handlers.sasl import authenticate
 from broker.net.answers import CloseAfter, CloseUnanswered, Deferred
-from broker.net.listeners import Listener, SaslSession, certificate_refused, ssl_principal
+from broker.net.listeners import Listener, SaslSession, ssl_principal
 from broker.net.sendmsg import send_buffers
 from broker.net.peer import listener as peer_listener
 from broker.net.peer import peer_host, sasl_session, tls_subject
@@ -42,12 +42,6 @@ async def serve_connection(broker: Broker, listener: Listener, stream: trio.Sock
     tls = broker.listener_tls.get(listener.name)
     peer = _peer(stream)
     ip = peer.rsplit(":", 1)[0]
-    refused = broker.failed_authentications.refusal(ip, trio.current_time() * 1000)
-    if refused is not None:  # closed unanswered; reported once a window, so a client in a retry loop cannot flood the log
-        log.log(logging.WARNING if refused.first else logging.DEBUG, "refusing connection from %s: %s", peer,
-                refused.reason)
-        await stream.aclose()
-        return
     refusal = broker.connections.admit(ip)
     if refusal:
         log.warning("refusing connection from %s: %s", peer, refusal)
@@ -60,10 +54,9 @@ async def serve_connection(broker: Broker, listener: Listener, stream: trio.Sock
                 with trio.fail_after(broker.config["request.timeout.ms"] / 1000):
                     await secure.do_handshake()
             except (trio.BrokenResourceError, trio.TooSlowError, trio.ClosedResourceError) as exc:
-                # a plaintext client, a failed certificate check, a truncated handshake: this connection only
+                # a plaintext client, a failed certificate check, a truncated handshake: this connection
+                # only (a refused certificate never keeps a good one out)
                 cause = exc.__cause__ or exc
-                if certificate_refused(cause):
-                    broker.failed_authentications.record(ip, trio.current_time() * 1000)
                 log.info("closing %s: TLS handshake failed (%s)", peer, cause.__class__.__name__ + (f": {cause}" if str(cause) else ""))
                 await stream.aclose()
                 return

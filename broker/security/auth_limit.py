@@ -1,17 +1,77 @@
-"""failed.authentication.limit: an address that failed to authenticate that many times within
-failed.authentication.window.ms has its new connections refused at accept until the oldest
-of those failures leaves the window. A Gregor addition: Kafka only delays each failed answer
-(connection.failed.authentication.delay.ms), which a client with many connections outruns.
+"""Failed logins, counted sans-IO (every call takes `now_ms`; nothing here sleeps, logs or touches
+a socket):
 
-Sans-IO: every call takes `now_ms`; it never sleeps, logs or touches a socket. A success does
-not reset an address's count. Memory stays bounded: at most `limit` times per address, and
-addresses with nothing left in the window are swept once a window.
+- `FailedLogins`, for the listeners: Kafka delays each failed authentication's answer
+  (connection.failed.authentication.delay.ms) and never refuses a correct one. Gregor does the
+  same, and once one identity (the user name a client claimed, from one address) has failed
+  failed.authentication.limit times within failed.authentication.window.ms, each further failed
+  login of that identity waits twice as long as the one before, up to MAX_WAIT_MS: a password
+  guesser slows down, and the right password, or another user behind the same NAT, is answered at
+  once.
+- `FailedAuthentications`, for the replication port between nodes (broker/cluster/access.py): an
+  address that failed that many times has its new connections refused at accept until the
+  oldest of those failures leaves the window.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+
+MAX_WAIT_MS = 5000  # a throttled failure's answer: well within clients' 30 s request timeout
+MAX_IDENTITIES = 10_000  # identities tracked at once; beyond it, an address's unknown users share one count
+
+
+@dataclass(frozen=True, slots=True)
+class Throttle:
+    """How long a failed login's answer waits, and whether this is the first throttled failure
+    of its identity in a window (the one worth a WARNING)."""
+
+    wait_ms: float
+    first: bool
+
+
+@dataclass
+class FailedLogins:
+    delay_ms: int  # connection.failed.authentication.delay.ms: every failed answer waits this long
+    limit: int  # failed.authentication.limit: from this many failures on, the wait doubles; 0: never
+    window_ms: int
+    failures: dict[tuple[str, str], deque[float]] = field(default_factory=dict)  # (address, user) -> failure times
+    reported: dict[tuple[str, str], float] = field(default_factory=dict)  # identity -> when last throttled first
+    swept_ms: float = 0.0
+
+    def failed(self, address: str, user: str, now_ms: float) -> Throttle:
+        """One failed login claiming `user` ("" when the client named none) from `address`."""
+        if self.limit <= 0:
+            return Throttle(self.delay_ms, False)
+        if now_ms - self.swept_ms >= self.window_ms:
+            self._sweep(now_ms)
+        key = (address, user)
+        if key not in self.failures and len(self.failures) >= MAX_IDENTITIES:
+            key = (address, "*")  # a flood of invented names: they share one count
+        times = self.failures.setdefault(key, deque(maxlen=self.limit + 16))
+        while times and times[0] + self.window_ms <= now_ms:
+            times.popleft()
+        times.append(now_ms)
+        excess = len(times) - self.limit + 1
+        if excess <= 0:
+            return Throttle(self.delay_ms, False)
+        last = self.reported.get(key)
+        first = last is None or now_ms - last >= self.window_ms
+        if first:
+            self.reported[key] = now_ms
+        return Throttle(min(max(self.delay_ms, 100) * 2 ** min(excess, 16), MAX_WAIT_MS), first)
+
+    def succeeded(self, address: str, user: str) -> None:
+        """The right password: that identity's failures are forgotten."""
+        self.failures.pop((address, user), None)
+        self.reported.pop((address, user), None)
+
+    def _sweep(self, now_ms: float) -> None:
+        self.swept_ms = now_ms
+        for key in [k for k, times in self.failures.items() if not times or times[-1] + self.window_ms <= now_ms]:
+            del self.failures[key]
+        self.reported = {k: at for k, at in self.reported.items() if k in self.failures}
 
 
 @dataclass(frozen=True, slots=True)

@@ -209,6 +209,7 @@ class Authenticator:
         self._state = "first"  # first -> final (SCRAM only) -> complete | failed
         self._credential: ScramCredential | None = None
         self._bare = self._server_first = self._combined_nonce = self._user = ""
+        self.claimed = ""  # the user name the client gave, once read (failed logins count by it)
 
     def step(self, token: bytes) -> bytes:
         """The server's answer to one client token (b"" when it has none). Raises
@@ -249,6 +250,7 @@ class Authenticator:
         if len(tokens) != 3:
             raise AuthenticationFailed(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(tokens)}")
         authzid, user, password = tokens
+        self.claimed = user
         if not user:
             raise AuthenticationFailed("Authentication failed: username not specified")
         if not password:
@@ -288,6 +290,7 @@ class Authenticator:
             user = _username(saslname)
         except ValueError:
             raise self._invalid("Authentication failed: Credentials could not be obtained") from None
+        self.claimed = user
         if extensions.get("tokenauth", "").lower() == "true":  # Gregor issues no delegation tokens
             raise self._invalid(f"Token Authentication failed: Invalid tokenId : {user}")
         try:
