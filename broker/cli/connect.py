@@ -22,6 +22,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
 
 from broker.cli.format import UsageError, parse_bootstrap, parse_properties
+from broker.cli.login import LoginRefused, check_login
 from broker.security.sasl import jaas_login
 
 PROBE_TIMEOUT_S = 3.0
@@ -52,13 +53,13 @@ def quiet_kafka_logs() -> None:
     logging.getLogger("kafka").setLevel(logging.CRITICAL + 1)
 
 
-def probe(bootstrap: str) -> None:
-    """Fail fast when nothing listens at any bootstrap address."""
+def probe(bootstrap: str) -> tuple[str, int]:
+    """Fail fast when nothing listens at any bootstrap address; the first that answers."""
     reasons = []
     for host, port in parse_bootstrap(bootstrap):
         try:
             socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S).close()
-            return
+            return host, port
         except OSError as exc:
             reasons.append(exc.strerror or str(exc) or type(exc).__name__)
     raise CliError(f"no broker answers at {bootstrap}: {'; '.join(reasons)}")
@@ -83,8 +84,13 @@ def response_error(code: int, message: str | None = None) -> str | None:
     return error_text(Errors.for_code(code), message or None)
 
 
-def _common(bootstrap: str) -> dict:
-    probe(bootstrap)
+def _common(bootstrap: str, security: dict | None = None) -> dict:
+    address = probe(bootstrap)
+    if security:
+        try:
+            check_login(*address, security)
+        except LoginRefused as exc:
+            raise CliError(str(exc)) from None
     quiet_kafka_logs()
     return {"bootstrap_servers": bootstrap, "client_id": CLIENT_ID, "bootstrap_timeout_ms": BOOTSTRAP_TIMEOUT_MS,
             "request_timeout_ms": REQUEST_TIMEOUT_MS, "reconnect_backoff_max_ms": 1000}
@@ -156,7 +162,7 @@ def admin_client(bootstrap: str, config_file: str | None = None) -> Iterator[Kaf
     """An admin client of `bootstrap`, with the TLS and SASL settings of a --command-config file."""
     security = command_config(config_file) if config_file else {}
     with kafka_errors(f"connect to {bootstrap}"):
-        admin = KafkaAdminClient(**_common(bootstrap), **security)
+        admin = KafkaAdminClient(**_common(bootstrap, security), **security)
     try:
         yield admin
     finally:
@@ -165,12 +171,12 @@ def admin_client(bootstrap: str, config_file: str | None = None) -> Iterator[Kaf
 
 def consumer_client(bootstrap: str, **configs) -> KafkaConsumer:
     with kafka_errors(f"connect to {bootstrap}"):
-        return KafkaConsumer(**_common(bootstrap), allow_auto_create_topics=False, **configs)
+        return KafkaConsumer(**_common(bootstrap, configs), allow_auto_create_topics=False, **configs)
 
 
 def producer_client(bootstrap: str, **configs) -> KafkaProducer:
     with kafka_errors(f"connect to {bootstrap}"):  # max_block_ms: how long send() may wait for metadata
-        return KafkaProducer(**_common(bootstrap), max_block_ms=BOOTSTRAP_TIMEOUT_MS, **configs)
+        return KafkaProducer(**_common(bootstrap, configs), max_block_ms=BOOTSTRAP_TIMEOUT_MS, **configs)
 
 
 def topic_partitions(admin: KafkaAdminClient, topic: str) -> list[int]:
