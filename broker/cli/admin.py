@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import argparse
 import re
+import socket
+import time
 from typing import Any, TextIO
 
 from kafka import TopicPartition
 from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient, OffsetSpec
+import kafka.errors as Errors
 from kafka.errors import UnknownTopicOrPartitionError
 
 from broker.cli.connect import CliError, admin_client, kafka_errors, response_error, topic_partitions
@@ -72,40 +75,88 @@ def _replication(topic: dict) -> int | None:
 
 
 def describe(args: argparse.Namespace, out: TextIO) -> int:
+    """Partitions (leader, replicas, ISR, offsets), configs and the cluster's brokers. During a
+    failover it still answers: a partition without a leader shows none (-1) and no offsets, a
+    broker Metadata lists that does not answer is marked so, and configs come from any node."""
     with admin_client(args.bootstrap, args.command_config) as admin:
-        topic_partitions(admin, args.name)  # an unknown topic ends here, with its name
         with kafka_errors(f"describe topic {args.name}"):
-            (topic,) = admin.describe_topics([args.name])
-            partitions = sorted(topic["partitions"], key=lambda p: p["partition_index"])
-            tps = [TopicPartition(args.name, p["partition_index"]) for p in partitions]
-            start = admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in tps})
-            end = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in tps})
-            found = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, args.name)],
-                                           config_filter="all")
+            (topic,) = _retrying(lambda: admin.describe_topics([args.name]))
+            listed = _retrying(admin.describe_cluster)
+        if topic.get("error_code"):  # an unknown topic ends here, with its name
+            raise CliError(f"unknown topic {args.name}" if topic["error_code"] == UnknownTopicOrPartitionError.errno
+                           else f"cannot describe topic {args.name}: {response_error(topic['error_code'])}")
+        brokers = sorted(({"id": b["broker_id"], "host": b["host"], "port": b["port"],
+                           "answers": _answers(b["host"], b["port"])} for b in listed["brokers"]), key=lambda b: b["id"])
+        answering = {b["id"] for b in brokers if b["answers"]}
+        partitions = sorted(topic["partitions"], key=lambda p: p["partition_index"])
+        tps = [TopicPartition(args.name, p["partition_index"]) for p in partitions]
+        led = [tp for p, tp in zip(partitions, tps) if p["leader_id"] in answering]
+        start, end = _offsets(admin, led, OffsetSpec.EARLIEST), _offsets(admin, led, OffsetSpec.LATEST)
+        try:
+            found = _retrying(lambda: admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, args.name)],
+                                                             config_filter="all"))["topic"][args.name]
+        except Errors.KafkaError:
+            found = {}
     described = {
         "name": args.name,
         "internal": topic["is_internal"],
         "partitions": [{"partition": p["partition_index"], "leader": p["leader_id"], "replicas": p["replica_nodes"],
-                        "isr": p["isr_nodes"], "log_start_offset": start[tp].offset, "log_end_offset": end[tp].offset}
+                        "isr": p["isr_nodes"], "log_start_offset": start.get(tp), "log_end_offset": end.get(tp)}
                        for p, tp in zip(partitions, tps)],
         "configs": [{"name": name, "value": c["value"], "source": c["config_source"], "read_only": c["read_only"],
                      "sensitive": c["is_sensitive"]}
-                    for name, c in sorted(found["topic"][args.name].items())],
+                    for name, c in sorted(found.items())],
+        "brokers": brokers,
+        "alive": sorted(answering),
     }
     out.write(as_json(described) if args.output == "json" else _describe_text(described))
     return 0
+
+
+def _retrying(call, attempts: int = 5):
+    """A call kafka-python sent to a node that does not answer (a master just killed, still
+    listed), or that answered a retriable error: again, to the node it picks next."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except Errors.KafkaError as exc:
+            if not exc.retriable or attempt == attempts - 1:
+                raise
+            time.sleep(0.2)
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=1.0).close()
+        return True
+    except OSError:
+        return False
+
+
+def _offsets(admin: KafkaAdminClient, tps: list[TopicPartition], spec: OffsetSpec) -> dict[TopicPartition, int]:
+    """The partitions' offsets, from their leaders; none for a partition whose leader does not answer."""
+    if not tps:
+        return {}
+    try:
+        found = _retrying(lambda: admin.list_partition_offsets({tp: spec for tp in tps}))
+    except Errors.KafkaError:
+        return {}
+    return {tp: info.offset for tp, info in found.items()}
 
 
 def _describe_text(topic: dict) -> str:
     head = fields([("NAME", topic["name"]), ("PARTITIONS", len(topic["partitions"])),
                    ("REPLICAS", max((len(p["replicas"]) for p in topic["partitions"]), default=None))])
     partitions = table(("PARTITION", "LEADER", "REPLICAS", "ISR", "LOG-START-OFFSET", "LOG-END-OFFSET"),
-                       [(p["partition"], p["leader"], node_list(p["replicas"]), node_list(p["isr"]),
-                         p["log_start_offset"], p["log_end_offset"]) for p in topic["partitions"]])
+                       [(p["partition"], p["leader"] if p["leader"] >= 0 else "none", node_list(p["replicas"]),
+                         node_list(p["isr"]), p["log_start_offset"], p["log_end_offset"]) for p in topic["partitions"]])
+    down = [b["id"] for b in topic["brokers"] if not b["answers"]]
     configs = table(("CONFIG", "VALUE", "SOURCE"),
                     [(c["name"], "(sensitive)" if c["sensitive"] else c["value"], c["source"])
                      for c in topic["configs"]])
-    return f"{head}\n{partitions}\n{configs}"
+    brokers = fields([("BROKERS ANSWERING", node_list(topic["alive"]) or "none")]
+                     + ([("LISTED, NOT ANSWERING", node_list(down))] if down else []))
+    return f"{head}\n{partitions}\n{brokers}\n{configs}"
 
 
 def alter(args: argparse.Namespace, out: TextIO) -> int:
