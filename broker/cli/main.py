@@ -272,6 +272,7 @@ def _add_records(sub: argparse._SubParsersAction) -> None:
     consume.add_argument("--partition", type=_arg(_non_negative), metavar="N", help="only partition N")
     consume.add_argument("--max-messages", type=_arg(_positive), metavar="N", help="stop after N records")
     consume.add_argument("--key-separator", metavar="SEP", help="text output: print KEY SEP VALUE")
+    _isolation(consume)
 
     query = _client(sub, "query", cli_records.query, "find records by key, message id or time range",
                     description="By key or message id: Gregor's admin HTTP API (--admin; keys are indexed "
@@ -284,12 +285,19 @@ def _add_records(sub: argparse._SubParsersAction) -> None:
     query.add_argument("--key", help="by key: records with this key (needs --admin)")
     query.add_argument("--msg-id", metavar="ID", help="by message id: the record with this id (needs --admin)")
     query.add_argument("--partition", type=_arg(_non_negative), metavar="N", help="time range: only partition N")
+    _isolation(query)
     query.add_argument("--from", dest="time_from", metavar="TIME", help="ISO 8601 (no zone: UTC) or epoch ms")
     query.add_argument("--to", dest="time_to", metavar="TIME",
                        help="ISO 8601 (no zone: UTC) or epoch ms; a time range without it goes to the log end")
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _isolation(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--isolation-level", choices=("read_committed", "read_uncommitted"), default="read_committed",
+                        help="read_committed (default): records of aborted or open transactions are not shown; "
+                             "read_uncommitted: every record, as kafka-console-consumer's default")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -132,9 +132,10 @@ def consume(args: argparse.Namespace, out: TextIO) -> int:
         if args.group:
             consumer = consumer_client(args.bootstrap, group_id=args.group,
                                        auto_offset_reset="earliest" if args.from_beginning else "latest",
-                                       **security(args))
+                                       isolation_level=args.isolation_level, **security(args))
         else:
-            consumer = consumer_client(args.bootstrap, group_id=None, enable_auto_commit=False, **security(args))
+            consumer = consumer_client(args.bootstrap, group_id=None, enable_auto_commit=False,
+                                       isolation_level=args.isolation_level, **security(args))
         try:
             with kafka_errors(f"consume from {args.topic}"):
                 if args.group:
@@ -269,7 +270,8 @@ def _time_range(args: argparse.Namespace, out: TextIO) -> int:
     time_from = parse_time_ms(args.time_from)
     time_to = parse_time_ms(args.time_to) if args.time_to else None
     partitions = _partitions_of(args.bootstrap, args.topic, args.partition, args.command_config)
-    consumer = consumer_client(args.bootstrap, group_id=None, enable_auto_commit=False, **security(args))
+    consumer = consumer_client(args.bootstrap, group_id=None, enable_auto_commit=False,
+                               isolation_level=args.isolation_level, **security(args))
     try:
         with kafka_errors(f"query {args.topic} by time"):
             tps = [TopicPartition(args.topic, p) for p in ([args.partition] if args.partition is not None

@@ -55,3 +55,29 @@ def test_an_unknown_argument_names_the_subcommand_it_was_given_to(target):
     done = target("topic", "list", "--bogus")
     assert (done.returncode, done.stdout, done.stderr) == (
         2, "", "gregor: topic list: unrecognized arguments: --bogus (see `gregor topic list --help`)\n")
+
+
+def test_consume_and_query_leave_out_aborted_transactions_unless_asked(target, topic_name):
+    from kafka import KafkaProducer
+
+    target("topic", "create", topic_name)
+    producer = KafkaProducer(bootstrap_servers=target.bootstrap, transactional_id=f"cli-{topic_name}")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send(topic_name, b"dropped", partition=0)
+    producer.flush()  # written, then aborted (unsent records would simply be dropped by the abort)
+    producer.abort_transaction()
+    producer.begin_transaction()
+    producer.send(topic_name, b"kept", partition=0)
+    producer.commit_transaction()
+    producer.close()
+
+    def consume(*extra: str) -> str:
+        done = target("consume", topic_name, "--from-beginning", "--max-messages", "1", *extra)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert consume() == "kept\n"
+    assert consume("--isolation-level", "read_uncommitted") == "dropped\n"
+    queried = target("query", "--topic", topic_name, "--from", "0")
+    assert [line.split('"value": ')[1].split(",")[0] for line in queried.stdout.splitlines()] == ['"kept"']
