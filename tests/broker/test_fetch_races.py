@@ -7,6 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from broker.handlers.fetch import _read_all
+from broker.topology import SingleNode
 from protocol.errors import ErrorCode
 from store import Store
 from tests.store.conftest import append, build_batch, tiny_config
@@ -29,7 +30,8 @@ def test_a_topic_deleted_between_the_check_and_the_read_is_unknown(tmp_path):
         store.delete_topic("gone")  # gone before the read looks it up
         store.delete_topic("cleared")
         store._parts["cleared"] = stale  # the read had looked it up; its files went meanwhile
-        broker = SimpleNamespace(store=store, topic=metas.get, cluster=None)
+        broker = SimpleNamespace(store=store, topic=metas.get, topology=SingleNode(store, 0, None, print),
+                                 config={"replica.selector.class": ""})
         for name in ("gone", "cleared"):
             topics, size, has_error = _read_all(broker, _fetch(name), 11)
             assert has_error and size == 0
