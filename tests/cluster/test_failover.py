@@ -79,11 +79,13 @@ def test_a_master_stopped_cleanly_hands_over_at_once_under_idempotent_acks_all_l
     try:
         load.wait_chunks(3, timeout=120)
         old = group.master()
-        stopped_at = time.monotonic()
         assert group.nodes[old].stop(signal.SIGTERM) == 0, group.nodes[old].log()[-3000:]
+        # from the old master's exit: its drain first (until its set holds all it wrote) takes
+        # longer on a loaded machine, and is not what this checks
+        exited_at = time.monotonic()
         new = group.master(timeout=30, other_than=old)
-        handover_s = time.monotonic() - stopped_at
-        assert handover_s < SESSION_TIMEOUT_MS / 2000, f"a new master after {handover_s:.1f} s: the session timed out"
+        handover_s = time.monotonic() - exited_at
+        assert handover_s < SESSION_TIMEOUT_MS / 2000, f"a new master {handover_s:.1f} s after the exit: the session timed out"
         done = load.chunks_acked
         load.wait_chunks(done + 3, timeout=60)
     finally:
