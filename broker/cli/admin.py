@@ -109,7 +109,7 @@ def describe(args: argparse.Namespace, out: TextIO) -> int:
         "brokers": brokers,
         "alive": sorted(answering),
     }
-    out.write(as_json(described) if args.output == "json" else _describe_text(described))
+    out.write(as_json(described) if args.output == "json" else describe_text(described))
     return 0
 
 
@@ -144,7 +144,7 @@ def _offsets(admin: KafkaAdminClient, tps: list[TopicPartition], spec: OffsetSpe
     return {tp: info.offset for tp, info in found.items()}
 
 
-def _describe_text(topic: dict) -> str:
+def describe_text(topic: dict) -> str:
     head = fields([("NAME", topic["name"]), ("PARTITIONS", len(topic["partitions"])),
                    ("REPLICAS", max((len(p["replicas"]) for p in topic["partitions"]), default=None))])
     partitions = table(("PARTITION", "LEADER", "REPLICAS", "ISR", "LOG-START-OFFSET", "LOG-END-OFFSET"),
@@ -154,7 +154,8 @@ def _describe_text(topic: dict) -> str:
     configs = table(("CONFIG", "VALUE", "SOURCE"),
                     [(c["name"], "(sensitive)" if c["sensitive"] else c["value"], c["source"])
                      for c in topic["configs"]])
-    brokers = fields([("BROKERS ANSWERING", node_list(topic["alive"]) or "none")]
+    # broker ids, not counts: a single node's "0" must not read as "no broker answers"
+    brokers = fields([("ANSWERING BROKER IDS", node_list(topic["alive"]) or "none")]
                      + ([("LISTED, NOT ANSWERING", node_list(down))] if down else []))
     return f"{head}\n{partitions}\n{brokers}\n{configs}"
 

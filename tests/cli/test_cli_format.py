@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from broker.cli.admin import describe_text
 from broker.cli.format import (
     OffsetMove,
     UsageError,
@@ -96,3 +97,26 @@ def test_record_bytes_print_as_text_or_base64():
                      "key_encoding": "null", "value": "/w==", "value_encoding": "base64",
                      "headers": [{"key": "h", "value": "x", "encoding": "utf-8"},
                                  {"key": "n", "value": None, "encoding": "null"}]}
+
+
+def _described(alive, listed, leader):
+    return {"name": "orders", "configs": [], "alive": alive,
+            "brokers": [{"id": b, "host": "127.0.0.1", "port": 9190 + b, "answers": b in alive} for b in listed],
+            "partitions": [{"partition": 0, "leader": leader, "replicas": listed, "isr": listed,
+                            "log_start_offset": 0 if leader >= 0 else None,
+                            "log_end_offset": 5 if leader >= 0 else None}]}
+
+
+def test_topic_describe_names_broker_ids_so_a_single_node_0_does_not_read_as_a_count():
+    text = describe_text(_described([0], [0], 0))
+    assert "\nANSWERING BROKER IDS  0\n" in text and "NOT ANSWERING" not in text
+
+
+def test_topic_describe_during_a_failover_shows_leaderless_partitions_and_the_silent_broker():
+    rows = table_rows(describe_text(_described([1, 2], [1, 2, 3], -1)))
+    assert ["0", "none", "1,2,3", "1,2,3", "-", "-"] in rows
+    assert ["ANSWERING", "BROKER", "IDS", "1,2"] in rows and ["LISTED,", "NOT", "ANSWERING", "3"] in rows
+
+
+def table_rows(text):
+    return [line.split() for line in text.splitlines() if line.strip()]
