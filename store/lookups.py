@@ -10,7 +10,10 @@ its own and imports nothing of store/store.py. It owns:
   in the commitlog) and decoding one record there (_record_at), which shows only live,
   committed records;
 * the time index (offset_for_timestamp, max_timestamp_offset: ListOffsets by timestamp,
-  store/time_index.py) and the tag hashes of a partition's entries (tag_hashes).
+  store/time_index.py) and the tag hashes of a partition's entries (tag_hashes);
+* the web console's reads (broker/console/): a partition's records from an offset with their
+  message ids (records_from), the batch bytes its log holds (partition_bytes) and the
+  commitlog's (commitlog_bytes).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import struct
 
 import numpy as np
 
+from protocol.record_batch import HEADER as BATCH_HEADER
 from store import msgid, records
 from store.consume_queue import CORRUPT
 from store.entry import ENTRY_AT_BATCH, ENTRY_HEADER, MAGIC_DATA, crc_of
@@ -147,3 +151,52 @@ class Lookups:
         if view is None:
             raise OffsetOutOfRange(f"{topic}-{partition} offset {offset}")
         return msgid.encode(self.config.node_id, pos, offset - _BASE.unpack_from(view, 0)[0])
+
+    # ---- the web console's reads (broker/console/) --------------------------------------
+    def records_from(self, topic: str, partition: int, offset: int, limit: int,
+                     max_bytes: int = 1 << 20) -> list[StoredRecord]:
+        """Up to `limit` records at or after `offset` that a read_committed consumer may see (no
+        marker, no record of an aborted or open transaction), each with its message id; reads at
+        most 16 chunks of `max_bytes`, so a caller's wait is bounded however sparse the records."""
+        part = self._partition(topic, partition)
+        q = part.queue
+        offset = max(offset, q.log_start)
+        found: list[StoredRecord] = []
+        for _ in range(16):
+            if offset >= q.high_watermark or len(found) >= limit:
+                break
+            batches = self.read(topic, partition, offset, max_bytes, committed=True).batches
+            if not batches:
+                break
+            for batch in batches:
+                for r in records.decode(batch):
+                    if r.offset >= offset and self._committed(part, batch, r.offset):
+                        found.append(StoredRecord(topic, partition, r.offset, r.timestamp, r.key, r.value,
+                                                  list(r.headers), self.message_id(topic, partition, r.offset)))
+                        if len(found) >= limit:
+                            return found
+                base, _, _, _, _, _, last_delta = BATCH_HEADER.unpack_from(batch)[:7]
+                offset = max(offset, base + last_delta + 1)
+        return found
+
+    def partition_bytes(self, topic: str, partition: int, most: int = 1_000_000) -> tuple[int, bool]:
+        """(batch bytes the partition's log holds, exact?). Every record's entry names its whole
+        batch, so a batch counts once, where its entries' position changes. Past `most` entries
+        only the newest `most` are read and their bytes per record scaled to the whole log."""
+        q = self._partition(topic, partition).queue
+        start, end = q.log_start, q.high_watermark
+        first = max(start, end - most)
+        _, positions, sizes = q.live(first, end)
+        if not len(positions):
+            return 0, first == start
+        first_of_batch = np.empty(len(positions), dtype=bool)
+        first_of_batch[0] = True
+        np.not_equal(positions[1:], positions[:-1], out=first_of_batch[1:])
+        counted = int(np.clip(sizes[first_of_batch], 0, None).astype(np.int64).sum())  # CORRUPT: -1
+        if first == start:
+            return counted, True
+        return counted * (end - start) // (end - first), False
+
+    def commitlog_bytes(self) -> int:
+        """Bytes the commitlog holds, every topic's together (from its oldest segment to its end)."""
+        return self._log.write_position - self._log.min_position
