@@ -115,6 +115,7 @@ class Broker:
         self.cluster_id = cluster_id
         self.node_id: int = config["node.id"]
         self.port: int = config.port  # replaced by the bound port once listening
+        self.admin_address: str | None = None  # "host:port" of the admin HTTP API once it listens
         self.listeners: list[Listener] = config.listeners()  # ports replaced by the bound ones
         self.appends = AppendSignals()
         self.connections = ConnectionCounts(config["max.connections"], config["max.connections.per.ip"])

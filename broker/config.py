@@ -89,6 +89,8 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "failed.authentication.window.ms": (int, 60000, "window of failed.authentication.limit"),
     "admin.token": (str, "", ("bearer token the admin HTTP API requires (Authorization: Bearer TOKEN); "
                               "required when the API is bound beyond loopback")),
+    "admin.principal": (str, "User:ANONYMOUS", ("principal the web console's actions (reset offsets, delete a "
+                                                 "topic, create a view) are authorized as when ACLs are on")),
     "transaction.max.timeout.ms": (int, 900000, "largest transaction.timeout.ms a producer may ask"),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
         int, 10000, "how often transactions older than their timeout are looked for and aborted"),

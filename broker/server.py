@@ -73,7 +73,7 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
             if config.admin_port is not None:
                 # imported only here: hypercorn is a tenth of the broker's start-up imports
                 from broker.net.admin_http import serve_admin
-                address = await nursery.start(serve_admin, broker, admin)
+                address = broker.admin_address = await nursery.start(serve_admin, broker, admin)
                 print(f"gregor admin API on http://{address}", file=sys.stderr, flush=True)
             # Everything built so far (modules, protocol schemas, the store's state) lives as long
             # as the process: out of the cyclic GC's reach, a full collection scans only what came

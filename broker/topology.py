@@ -50,6 +50,7 @@ class Topology(Protocol):
     def preferred_read_replica(self, rack: str) -> int: ...  # KIP-392; -1: read at the master
     # brokers and coordinators
     def live_brokers(self) -> list[tuple[int, str | None, int | None, str | None]]: ...
+    def broker_groups(self) -> list[dict[str, Any]]: ...  # each broker group as the web console shows it; [] alone
     def coordinates(self, key: str) -> bool: ...
     def coordinator(self, key: str) -> int: ...
     def endpoint(self, node: int) -> tuple[str, int] | None: ...  # another node's client address
@@ -113,6 +114,9 @@ class SingleNode:
     def live_brokers(self) -> list[tuple[int, str | None, int | None, str | None]]:
         """This node; its address is the listener's the client came in on (Metadata fills it in)."""
         return [(self.node_id, None, None, self.rack)]
+
+    def broker_groups(self) -> list[dict[str, Any]]:
+        return []  # no broker group: the console's overview shows this node alone
 
     def coordinates(self, key: str) -> bool:
         return True

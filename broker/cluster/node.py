@@ -20,7 +20,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 from kazoo.exceptions import KazooException
@@ -424,6 +424,25 @@ class Cluster:
         sync-state set and offline replicas count live nodes only."""
         listed = {node: info for node, (info, _) in self._leaving.items()} | self.live
         return sorted((node, *address(info), info.get("rack")) for node, info in listed.items())
+
+    def broker_groups(self) -> list[dict[str, Any]]:
+        """Every broker group as the web console's overview shows it: its nodes, which of them are
+        live, its master (-1: none live) and epoch, its sync-state set; and, on its master, how
+        many commitlog bytes each follower is behind (only the master knows)."""
+        out = []
+        for name, (record, nodes) in sorted(self.groups.items()):
+            own = name == self.group
+            if own:
+                master, sync_state = self.master, self.sync_state_set
+            else:
+                master = record.master if record is not None and record.master in self.live else -1
+                sync_state = list(record.sync_state_set) if record is not None else []
+            behind = self.follower_lag() if own and self.leading else {}
+            out.append({"name": name, "master": master, "epoch": record.epoch if record is not None else 0,
+                        "nodes": sorted(nodes), "live": sorted(n for n in nodes if n in self.live),
+                        "sync_state": sync_state, "leaderless": master < 0,
+                        "followers": [{"id": n, "lag_bytes": b} for n, b in sorted(behind.items())]})
+        return out
 
     # ---- follower fetching (KIP-392) ------------------------------------------------------
     def preferred_read_replica(self, rack: str) -> int:

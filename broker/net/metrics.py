@@ -39,6 +39,17 @@ class BrokerMetrics:
         self.bytes_in.inc(bytes_in)
         self.bytes_out.inc(bytes_out)
 
+    def totals(self) -> dict[str, float]:
+        """The counters' totals since start, for the web console's rates (broker/console/history.py):
+        bytes_in, bytes_out and requests per API as `<api>_requests` (e.g. Produce_requests)."""
+        out = {"bytes_in": 0.0, "bytes_out": 0.0}
+        for name, counter in (("bytes_in", self.bytes_in), ("bytes_out", self.bytes_out), ("", self.requests)):
+            for family in counter.collect():
+                for sample in family.samples:
+                    if sample.name.endswith("_total"):
+                        out[f"{sample.labels['api']}_requests" if not name else name] = sample.value
+        return out
+
     def watch(self, collector: Collector) -> None:
         """Report what `collector` computes at every scrape (broker/net/state_metrics.py)."""
         self.registry.register(collector)

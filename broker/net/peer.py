@@ -18,13 +18,19 @@ sasl_session: contextvars.ContextVar[SaslSession | None] = contextvars.ContextVa
 tls_subject: contextvars.ContextVar[str | None] = contextvars.ContextVar("tls_subject", default=None)
 # another node of the cluster, over the replication port (broker/cluster/inter_broker.py): ACLs do not apply
 node: contextvars.ContextVar[bool] = contextvars.ContextVar("node", default=False)
+# the web console's actions (broker/console/actions.py): the principal they run as (admin.principal)
+acting: contextvars.ContextVar[str | None] = contextvars.ContextVar("acting", default=None)
 
 ANONYMOUS = "User:ANONYMOUS"
 
 
 def principal() -> str:
     """Kafka's principal of this connection: the SASL user on SASL listeners, the certificate's
-    subject on SSL listeners (ANONYMOUS without a certificate), ANONYMOUS on PLAINTEXT."""
+    subject on SSL listeners (ANONYMOUS without a certificate), ANONYMOUS on PLAINTEXT; for the
+    web console's actions, the principal they run as (admin.principal)."""
+    console = acting.get()
+    if console is not None:
+        return console
     session = sasl_session.get()
     if session is not None:
         return f"User:{session.user}" if session.user is not None else ANONYMOUS

@@ -75,9 +75,9 @@ class InProcessBroker:
     cancels it as SIGTERM would (the store closes cleanly). `bootstrap` is its loopback listener,
     for real clients; `client()` connects without a socket."""
 
-    def __init__(self, data_dir: Path, **settings: str) -> None:
+    def __init__(self, data_dir: Path, admin_port: int | None = None, **settings: str) -> None:
         self.data_dir = data_dir
-        self.config = BrokerConfig(data_dir=data_dir, host="127.0.0.1", port=0)
+        self.config = BrokerConfig(data_dir=data_dir, host="127.0.0.1", port=0, admin_port=admin_port)
         self.config.set("commitlog.segment.bytes", TEST_SEGMENT_BYTES)
         for name, value in settings.items():
             self.config.set(name, str(value))
@@ -100,6 +100,11 @@ class InProcessBroker:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.broker.port}"
+
+    @property
+    def admin(self) -> str:
+        """"host:port" of the admin HTTP API (admin_port=0 at construction: any free port)."""
+        return self.broker.admin_address
 
     def _run(self) -> None:
         async def main() -> None:
