@@ -1,4 +1,5 @@
-"""The admin HTTP API (`--admin-port`): lookups by key and by message id, and /metrics.
+"""The admin HTTP API (`--admin-port`): lookups by key and by message id, /metrics, and the web
+console (broker/console/: its pages, JSON endpoints and actions, docs/extensions.md).
 
 A small ASGI app served by hypercorn's trio worker inside the broker's event
 loop, so handlers read the store exactly as Kafka handlers do. Endpoints:
@@ -9,9 +10,11 @@ loop, so handlers read the store exactly as Kafka handlers do. Endpoints:
     GET /v1/messages?msg_id=ID                     one message (MetaQ §7.4.1), 404 when unknown
 
 `key_b64=` may replace `key=` for binary keys. Answers are JSON; values that are
-not UTF-8 text are base64 (see record_json). Never writes to the store. With
-`admin.token` set, every request must carry `Authorization: Bearer TOKEN` (else
-401); the token is compared in constant time and never logged.
+not UTF-8 text are base64 (see record_json). These endpoints never write; the
+console's actions go through the Kafka handlers (broker/console/actions.py). With
+`admin.token` set, every request but the console's static pages must carry
+`Authorization: Bearer TOKEN` (else 401); the token is compared in constant time
+and never logged.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import hypercorn.trio
 import trio
 
 from protocol import record_text
+from broker.console.routes import PAGE_HEADERS, Console, failure, read_json, same_origin, static_file
 from broker.net.metrics import CONTENT_TYPE
 from broker.net.state_metrics import StateCollector
 from broker.views.definition import view_of
@@ -107,7 +111,7 @@ async def _send(send, status: int, body: bytes, content_type: str,
     await send({"type": "http.response.body", "body": body})
 
 
-def make_app(broker: Broker):
+def make_app(broker: Broker, console: Console):
     required = broker.config["admin.token"].encode()
 
     async def app(scope, receive, send) -> None:
@@ -122,36 +126,53 @@ def make_app(broker: Broker):
         if scope["type"] != "http":
             return
         path, method = scope["path"], scope["method"]
+        client_ip = (scope.get("client") or ("?",))[0]
+        page = static_file(path) if method == "GET" else None
+        if page is not None:  # the console's pages hold no data: they ask for the token themselves
+            await _send(send, 200, page[0], page[1], PAGE_HEADERS)
+            return
         if required:
             given = bearer_token(scope["headers"])
             if given is None or not hmac.compare_digest(given, required):
-                log.info("admin API: %s %s from %s refused: %s bearer token", method, path,
-                         (scope.get("client") or ("?",))[0], "no" if given is None else "wrong")
+                log.info("admin API: %s %s from %s refused: %s bearer token", method, path, client_ip,
+                         "no" if given is None else "wrong")
                 await _send(send, 401, b'{"error": "this admin API needs Authorization: Bearer <admin.token>"}',
                             "application/json", ((b"www-authenticate", b'Bearer realm="gregor"'),))
                 return
-        if method != "GET":
-            await _send(send, 405, b'{"error": "only GET"}', "application/json")
-        elif path == "/metrics":
-            await _send(send, 200, broker.metrics.render(), CONTENT_TYPE)
-        elif path == "/v1/messages":
-            query = parse_qs(scope["query_string"].decode(), keep_blank_values=True)
-            try:
+        query = {k: v[-1] for k, v in parse_qs(scope["query_string"].decode(), keep_blank_values=True).items()}
+        raw_path = scope.get("raw_path") or path.encode()
+        try:
+            if method == "POST":
+                if not same_origin(scope["headers"]):
+                    log.info("admin API: POST %s from %s refused: another site's page (Origin)", path, client_ip)
+                    answer = 403, {"error": "a POST must come from the console's own page (Origin)"}
+                else:
+                    answer = await console.post(raw_path, await read_json(receive), client_ip)
+            elif method != "GET":
+                answer = 405, {"error": "only GET and POST"}
+            elif path == "/metrics":
+                await _send(send, 200, broker.metrics.render(), CONTENT_TYPE)
+                return
+            elif path == "/v1/messages":
                 # a worker thread: a key lookup waits up to a second for the key dispatcher
-                messages = await trio.to_thread.run_sync(lookup, broker, query)
-                body = {"messages": messages}
+                body = {"messages": await trio.to_thread.run_sync(lookup, broker, parse_qs(scope["query_string"].decode(),
+                                                                                           keep_blank_values=True))}
                 behind = broker.store.key_index_behind()
                 if behind:  # keys are indexed off the write path; say what the answer may miss
                     body["key_index_behind_bytes"] = behind
-                status = 200
-            except HttpError as exc:
-                body, status = {"error": str(exc)}, exc.status
-            except Exception:
-                log.exception("admin lookup %r failed", scope["query_string"])
-                body, status = {"error": "internal error"}, 500
-            await _send(send, status, json.dumps(body).encode(), "application/json")
-        else:
-            await _send(send, 404, b'{"error": "not found"}', "application/json")
+                answer = 200, body
+            else:
+                answer = await console.get(raw_path, query)
+            if answer is None:
+                answer = 404, {"error": "not found"}
+        except HttpError as exc:
+            answer = exc.status, {"error": str(exc)}
+        except Exception as exc:
+            answer = failure(exc)
+            if answer is None:
+                log.exception("admin API: %s %s %r failed", method, path, scope["query_string"])
+                answer = 500, {"error": "internal error"}
+        await _send(send, answer[0], json.dumps(answer[1]).encode(), "application/json")
 
     return app
 
@@ -164,7 +185,9 @@ async def serve_admin(broker: Broker, sock: socket.socket, *, task_status=trio.T
     config.bind = [f"fd://{sock.fileno()}"]
     config.accesslog = None
     config.errorlog = log
+    console = Console(broker)
     async with trio.open_nursery() as nursery:
-        await nursery.start(hypercorn.trio.serve, make_app(broker), config)
+        nursery.start_soon(console.sample_forever)
+        await nursery.start(hypercorn.trio.serve, make_app(broker, console), config)
         host, port = sock.getsockname()[:2]
         task_status.started(f"{host}:{port}")
