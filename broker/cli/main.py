@@ -309,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=9092, help="port to bind, 0 for any (default 9092)")
     serve.add_argument("--admin-port", type=int, default=None,
-                       help="serve the admin HTTP API (lookups, /metrics) on this port of --host; 0 for any")
+                       help="serve the admin HTTP API (web console, lookups, /metrics) on this port of --host; 0 for any")
     serve.add_argument("--config", help="Java-style properties file with broker settings")
     serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override one setting; repeatable")
