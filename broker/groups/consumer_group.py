@@ -1,0 +1,285 @@
+"""One consumer-protocol group (KIP-848, Kafka's ConsumerGroup and the heartbeat half of its
+GroupMetadataManager): members that heartbeat with their subscriptions, a group epoch that moves
+when subscriptions, members or the subscribed topics' partitions change, a target assignment
+computed by a server-side assignor for that epoch, and each member reconciled towards its share
+(broker/groups/reconcile.py). Sans-IO: every event takes `now_ms`; the coordinator feeds
+heartbeats, calls `expire(now_ms)` when `next_deadline()` passes, and persists what changed.
+Not served yet (issue 55): no handler calls it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from broker.groups.assignors import ASSIGNORS
+from broker.groups.reconcile import FencedMember, MemberAssignment, MemberState, reconcile
+from protocol.errors import ErrorCode
+
+LEAVE_EPOCH = -1  # a member leaving the group
+STATIC_LEAVE_EPOCH = -2  # a static member leaving for now: its partitions wait for it a session long
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Kafka's group.consumer.* settings (defaults as Kafka 4's)."""
+
+    session_timeout_ms: int = 45000
+    heartbeat_interval_ms: int = 5000
+    assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
+    max_size: int = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """A ConsumerGroupHeartbeat's fields; None: unchanged since the member's last heartbeat."""
+
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_names: tuple[str, ...] | None = None
+    subscribed_regex: str | None = None
+    server_assignor: str | None = None
+    owned: Mapping[str, frozenset[int]] | None = None
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    error: int = ErrorCode.NONE
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: dict[str, frozenset[int]] | None = None  # None: unchanged since the last answer
+
+
+@dataclass(slots=True)
+class Member:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_names: frozenset[str] = frozenset()
+    subscribed_regex: str | None = None
+    server_assignor: str | None = None
+    rebalance_timeout_ms: int = 300000
+    assignment: MemberAssignment = field(default_factory=lambda: MemberAssignment(MemberState.STABLE, 0))
+    previous_epoch: int = -1
+    session_deadline_ms: int = 0
+    revoke_deadline_ms: int | None = None  # while it has partitions to give up
+    sent: dict[str, frozenset[int]] | None = None  # the assignment last answered
+
+
+class ConsumerGroup:
+    def __init__(self, group_id: str, settings: Settings) -> None:
+        self.group_id = group_id
+        self.settings = settings
+        self.members: dict[str, Member] = {}
+        self.static: dict[str, str] = {}  # instance id -> member id
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.target: dict[str, dict[str, frozenset[int]]] = {}
+        self.subscribed_partitions: dict[str, int] = {}  # what the target was computed from
+
+    @property
+    def state(self) -> str:
+        """Kafka's ConsumerGroup states: empty, assigning, reconciling, stable."""
+        if not self.members:
+            return "empty"
+        if self.assignment_epoch != self.group_epoch:
+            return "assigning"
+        if any(m.assignment.epoch != self.assignment_epoch or m.assignment.state is not MemberState.STABLE
+               for m in self.members.values()):
+            return "reconciling"
+        return "stable"
+
+    # ---- heartbeats ------------------------------------------------------------------------------------
+    def heartbeat(self, now_ms: int, beat: Heartbeat, topics: Mapping[str, int]) -> Answer:
+        """One member's heartbeat; `topics`: every topic's partition count (for subscriptions)."""
+        if beat.member_epoch == LEAVE_EPOCH or beat.member_epoch == STATIC_LEAVE_EPOCH:
+            return self._leave(now_ms, beat)
+        if not beat.member_id:
+            return Answer(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+        if beat.server_assignor is not None and beat.server_assignor not in self.settings.assignors:
+            return Answer(ErrorCode.UNSUPPORTED_ASSIGNOR,
+                          f"ServerAssignor {beat.server_assignor} is not supported. Supported assignors: "
+                          f"{', '.join(self.settings.assignors)}.")
+        if beat.subscribed_regex is not None:
+            try:
+                re.compile(beat.subscribed_regex)
+            except re.error as exc:
+                return Answer(ErrorCode.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex {exc}")
+        member = self.members.get(beat.member_id)
+        new = False
+        if beat.member_epoch == 0:
+            found = self._join(now_ms, beat, member)
+            if isinstance(found, Answer):
+                return found
+            member, new = found
+        elif member is None:
+            return Answer(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {beat.member_id} is not a member of the group.")
+        elif not self._epoch_ok(member, beat):
+            return Answer(ErrorCode.FENCED_MEMBER_EPOCH,
+                          f"The consumer group member has a greater member epoch ({member.assignment.epoch}) than "
+                          f"the one known ({beat.member_epoch})" if beat.member_epoch < member.assignment.epoch else
+                          "The consumer group member has a smaller member epoch than the one received.")
+        if self._update(member, beat) or new or self._partitions_changed(topics):
+            self.group_epoch += 1  # once, whatever changed
+        if self.group_epoch != self.assignment_epoch:
+            self._assign(topics)
+        try:
+            self._reconcile(now_ms, member, beat.owned)
+        except FencedMember as exc:
+            self._remove(member.member_id)
+            return Answer(ErrorCode.FENCED_MEMBER_EPOCH, str(exc))
+        member.session_deadline_ms = now_ms + self.settings.session_timeout_ms
+        shown = None
+        if member.sent != member.assignment.assigned or beat.member_epoch == 0:
+            shown = member.sent = dict(member.assignment.assigned)
+        return Answer(member_id=member.member_id, member_epoch=member.assignment.epoch,
+                      heartbeat_interval_ms=self.settings.heartbeat_interval_ms, assignment=shown)
+
+    def _join(self, now_ms: int, beat: Heartbeat, member: Member | None) -> tuple[Member, bool] | Answer:
+        """The member joining (epoch 0), and whether it is new to the group."""
+        if member is not None and member.assignment.epoch != 0:  # joins again: starts over
+            self._remove(member.member_id, bump=False)
+            member = None
+        if beat.instance_id is not None:
+            holder = self.static.get(beat.instance_id)
+            if holder is not None and holder != beat.member_id:
+                previous = self.members.get(holder)
+                if previous is not None and previous.assignment.epoch != STATIC_LEAVE_EPOCH:
+                    return Answer(ErrorCode.UNRELEASED_INSTANCE_ID,
+                                  f"Static member {beat.member_id} with instance id {beat.instance_id} "
+                                  "cannot join the group because the instance id is owned by another member.")
+                if previous is not None:  # a static member back: it takes over its predecessor's partitions
+                    self.members.pop(holder)
+                    member = replace(previous, member_id=beat.member_id, sent=None,
+                                     assignment=replace(previous.assignment, epoch=self.assignment_epoch))
+                    self.members[beat.member_id] = member
+                    self.target[beat.member_id] = self.target.pop(holder, {})
+                    self.static[beat.instance_id] = beat.member_id
+                    return member, False
+        if member is None:
+            if len(self.members) >= self.settings.max_size:
+                return Answer(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                              f"The consumer group has reached its maximum capacity of {self.settings.max_size} members.")
+            if beat.subscribed_names is None and beat.subscribed_regex is None:
+                return Answer(ErrorCode.INVALID_REQUEST,
+                              "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+            member = Member(beat.member_id, beat.instance_id, beat.rack_id, beat.client_id, beat.client_host)
+            self.members[beat.member_id] = member
+            if beat.instance_id is not None:
+                self.static[beat.instance_id] = beat.member_id
+            return member, True
+        return member, False
+
+    def _epoch_ok(self, member: Member, beat: Heartbeat) -> bool:
+        """Kafka's rule: the member's epoch, or its previous one if it owns no more than its
+        current assignment (a heartbeat answered but lost)."""
+        if beat.member_epoch == member.assignment.epoch:
+            return True
+        if beat.member_epoch > member.assignment.epoch or beat.member_epoch != member.previous_epoch:
+            return False
+        owned = beat.owned or {}
+        return all(ps <= member.assignment.assigned.get(t, frozenset()) for t, ps in owned.items())
+
+    def _update(self, member: Member, beat: Heartbeat) -> bool:
+        """Take the heartbeat's changed fields; True when the subscription or assignor changed."""
+        changed = False
+        if beat.rack_id is not None:
+            member.rack_id = beat.rack_id
+        if beat.rebalance_timeout_ms >= 0:
+            member.rebalance_timeout_ms = beat.rebalance_timeout_ms
+        if beat.subscribed_names is not None and frozenset(beat.subscribed_names) != member.subscribed_names:
+            member.subscribed_names, changed = frozenset(beat.subscribed_names), True
+        if beat.subscribed_regex is not None and beat.subscribed_regex != (member.subscribed_regex or ""):
+            member.subscribed_regex, changed = beat.subscribed_regex or None, True
+        if beat.server_assignor is not None and beat.server_assignor != member.server_assignor:
+            member.server_assignor, changed = beat.server_assignor, True
+        return changed
+
+    def subscriptions(self, topics: Mapping[str, int]) -> dict[str, set[str]]:
+        """Each member's subscribed topics that exist: its names, and what its regex matches
+        (the whole name; internal topics never)."""
+        out = {}
+        for member in self.members.values():
+            subscribed = {t for t in member.subscribed_names if t in topics}
+            if member.subscribed_regex:
+                pattern = re.compile(member.subscribed_regex)
+                subscribed |= {t for t in topics if not t.startswith("__") and pattern.fullmatch(t)}
+            out[member.member_id] = subscribed
+        return out
+
+    def _partitions_changed(self, topics: Mapping[str, int]) -> bool:
+        subscribed = {t for s in self.subscriptions(topics).values() for t in s}
+        return {t: topics[t] for t in subscribed} != self.subscribed_partitions
+
+    def _assign(self, topics: Mapping[str, int]) -> None:
+        subscriptions = self.subscriptions(topics)
+        chosen = next((m.server_assignor for m in self.members.values() if m.server_assignor), None)
+        assignor = ASSIGNORS[chosen or self.settings.assignors[0]]
+        self.target = assignor(subscriptions, topics, self.target)
+        self.subscribed_partitions = {t: topics[t] for s in subscriptions.values() for t in s}
+        self.assignment_epoch = self.group_epoch
+
+    def _reconcile(self, now_ms: int, member: Member, owned: Mapping[str, frozenset[int]] | None) -> None:
+        others = [m for m in self.members.values() if m is not member]
+
+        def held_elsewhere(topic: str, partition: int) -> bool:
+            return any(m.assignment.holds(topic, partition) for m in others)
+
+        before = member.assignment
+        after = reconcile(before, self.assignment_epoch, self.target.get(member.member_id, {}), held_elsewhere, owned)
+        if after.epoch != before.epoch:
+            member.previous_epoch = before.epoch
+        member.assignment = after
+        if after.state is MemberState.UNREVOKED_PARTITIONS:
+            if member.revoke_deadline_ms is None:
+                member.revoke_deadline_ms = now_ms + member.rebalance_timeout_ms
+        else:
+            member.revoke_deadline_ms = None
+
+    # ---- leaving and timing out -------------------------------------------------------------------------
+    def _leave(self, now_ms: int, beat: Heartbeat) -> Answer:
+        member = self.members.get(beat.member_id)
+        if member is None:
+            return Answer(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {beat.member_id} is not a member of the group.")
+        if beat.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+            # its partitions stay reserved for it until its session ends (a rolling restart)
+            member.assignment = replace(member.assignment, epoch=STATIC_LEAVE_EPOCH)
+            member.session_deadline_ms = now_ms + self.settings.session_timeout_ms
+        else:
+            self._remove(member.member_id)
+        return Answer(member_id=beat.member_id, member_epoch=beat.member_epoch,
+                      heartbeat_interval_ms=self.settings.heartbeat_interval_ms)
+
+    def _remove(self, member_id: str, bump: bool = True) -> None:
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return
+        self.target.pop(member_id, None)
+        if member.instance_id is not None and self.static.get(member.instance_id) == member_id:
+            del self.static[member.instance_id]
+        if bump:
+            self.group_epoch += 1
+
+    def next_deadline(self) -> int | None:
+        times = [m.session_deadline_ms for m in self.members.values()]
+        times += [m.revoke_deadline_ms for m in self.members.values() if m.revoke_deadline_ms is not None]
+        return min(times) if times else None
+
+    def expire(self, now_ms: int) -> list[str]:
+        """Remove members whose session ended, and those that did not give up partitions within
+        their rebalance timeout (Kafka fences both); the ids removed."""
+        gone = [m.member_id for m in self.members.values()
+                if m.session_deadline_ms <= now_ms
+                or (m.revoke_deadline_ms is not None and m.revoke_deadline_ms <= now_ms)]
+        for member_id in gone:
+            self._remove(member_id)
+        return gone
