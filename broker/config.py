@@ -87,6 +87,12 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
                                               "failures from one address after which its new connections are "
                                               "refused until the window passes (0: neither)")),
     "failed.authentication.window.ms": (int, 60000, "window of failed.authentication.limit"),
+    "group.consumer.session.timeout.ms": (int, 45000, ("consumer-protocol groups (KIP-848): a member that sends no "
+                                                       "heartbeat for this long is removed")),
+    "group.consumer.heartbeat.interval.ms": (int, 5000, "consumer-protocol groups: how often members heartbeat"),
+    "group.consumer.assignors": (str, "uniform,range", ("consumer-protocol groups: the server-side assignors members "
+                                                        "may choose; the first is the default")),
+    "group.consumer.max.size": (int, 2147483647, "consumer-protocol groups: most members in one group"),
     "admin.token": (str, "", ("bearer token the admin HTTP API requires (Authorization: Bearer TOKEN); "
                               "required when the API is bound beyond loopback")),
     "admin.principal": (str, "User:ANONYMOUS", ("principal the web console's actions (reset offsets, delete a "

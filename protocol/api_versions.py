@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from kafka.protocol import admin, consumer, metadata, producer, sasl
 from kafka.protocol.api_message import ApiMessage
 
+from protocol import kip848
+
 
 @dataclass(frozen=True, slots=True)
 class ApiSpec:
@@ -71,6 +73,8 @@ API_SPECS: dict[int, ApiSpec] = {s.api_key: s for s in (
     _spec(admin.AlterUserScramCredentialsRequest, admin.AlterUserScramCredentialsResponse, 0, 0),
     _spec(admin.DescribeTransactionsRequest, admin.DescribeTransactionsResponse, 0, 0),
     _spec(admin.ListTransactionsRequest, admin.ListTransactionsResponse, 0, 1),
+    _spec(kip848.ConsumerGroupHeartbeatRequest, kip848.ConsumerGroupHeartbeatResponse, 0, 1),
+    _spec(kip848.ConsumerGroupDescribeRequest, kip848.ConsumerGroupDescribeResponse, 0, 1),
 )}
 
 # Broker-to-broker APIs: decoded and answered, never advertised to clients (Kafka's "broker"

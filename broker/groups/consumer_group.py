@@ -2,9 +2,10 @@
 GroupMetadataManager): members that heartbeat with their subscriptions, a group epoch that moves
 when subscriptions, members or the subscribed topics' partitions change, a target assignment
 computed by a server-side assignor for that epoch, and each member reconciled towards its share
-(broker/groups/reconcile.py). Sans-IO: every event takes `now_ms`; the coordinator feeds
-heartbeats, calls `expire(now_ms)` when `next_deadline()` passes, and persists what changed.
-Not served yet (issue 55): no handler calls it."""
+(broker/groups/reconcile.py). Sans-IO: every event takes `now_ms`; the coordinator
+(broker/groups/coordinator.py) feeds it ConsumerGroupHeartbeats (broker/handlers/consumer_groups.py)
+and calls `expire(now_ms)` when `next_deadline()` passes. Membership is kept in memory only so
+far (issue 55): the committed offsets are durable, the members join again after a restart."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """The group coordinator: every consumer group of this broker, their clock, and
 their committed offsets.
 
-Turns handler calls into events on each group's state machine
-(broker/groups/state.py) and runs one timer task (`run`) that fires group
-deadlines. Time is trio's clock, so tests drive it with `trio.testing.MockClock`;
+Turns handler calls into events on each group's state machine (broker/groups/state.py
+for the classic protocol, broker/groups/consumer_group.py for KIP-848's consumer
+protocol: a group id is one or the other, their committed offsets are the same) and
+runs one timer task (`run`) that fires group deadlines. Time is trio's clock, so tests drive it with `trio.testing.MockClock`;
 nothing here sleeps for a fixed time. Committed offsets live in the store's
 `OffsetStore`; its fsyncing writes run in a worker thread, never on the event
 loop. Speaks no wire format: handlers translate to and from kafka-python.
@@ -18,6 +19,7 @@ from typing import Protocol
 import trio
 
 from broker.config import BrokerConfig
+from broker.groups.consumer_group import Answer, ConsumerGroup, Heartbeat, Settings
 from broker.groups.member import JoinRequest, JoinResult, SyncResult
 from broker.groups.state import Group, GroupState
 from protocol.errors import ErrorCode
@@ -86,14 +88,22 @@ class GroupCoordinator:
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
         self.groups: dict[str, Group] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848's, by group id
+        self.consumer_settings = Settings()
         self._wakeup = trio.Event()
         self._scheduled = math.inf  # when the timer task will next look at the groups
 
     @classmethod
     def from_config(cls, config: BrokerConfig, offsets: OffsetBackend) -> GroupCoordinator:
-        return cls(offsets, initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
-                   min_session_timeout_ms=config["group.min.session.timeout.ms"],
-                   max_session_timeout_ms=config["group.max.session.timeout.ms"])
+        coordinator = cls(offsets, initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+                          min_session_timeout_ms=config["group.min.session.timeout.ms"],
+                          max_session_timeout_ms=config["group.max.session.timeout.ms"])
+        coordinator.consumer_settings = Settings(
+            session_timeout_ms=config["group.consumer.session.timeout.ms"],
+            heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+            assignors=tuple(a.strip() for a in config["group.consumer.assignors"].split(",") if a.strip()),
+            max_size=config["group.consumer.max.size"])
+        return coordinator
 
     # --- the clock ---------------------------------------------------------------------------
 
@@ -105,17 +115,20 @@ class GroupCoordinator:
     async def run(self) -> None:
         """Fire group deadlines as they fall due; woken early when a group needs an earlier one."""
         while True:
-            self._scheduled = min((d for g in self.groups.values() if (d := g.next_deadline()) is not None),
-                                  default=math.inf)
+            self._scheduled = min((d for g in [*self.groups.values(), *self.consumer_groups.values()]
+                                   if (d := g.next_deadline()) is not None), default=math.inf)
             with trio.move_on_at(self._scheduled / 1000):
                 await self._wakeup.wait()
             self._wakeup = trio.Event()
             now = self.now_ms()
             for group in list(self.groups.values()):
                 group.expire(now)
+            for consumer_group in list(self.consumer_groups.values()):
+                consumer_group.expire(now)
 
-    def _changed(self, group: Group) -> None:
-        group.expire(self.now_ms())  # deadlines already due, such as a zero initial delay
+    def _changed(self, group: Group | ConsumerGroup) -> None:
+        if isinstance(group, Group):
+            group.expire(self.now_ms())  # deadlines already due, such as a zero initial delay
         deadline = group.next_deadline()
         if deadline is not None and deadline < self._scheduled:
             self._wakeup.set()
@@ -131,9 +144,33 @@ class GroupCoordinator:
 
     # --- membership --------------------------------------------------------------------------
 
+    def consumer_heartbeat(self, group_id: str, beat: Heartbeat, topics: dict[str, int]) -> Answer:
+        """ConsumerGroupHeartbeat (KIP-848). A classic group that has members keeps its protocol
+        (GROUP_ID_NOT_FOUND, as Kafka answers without a migration); one with only offsets becomes a
+        consumer-protocol group and keeps them."""
+        if not group_id:
+            return Answer(ErrorCode.INVALID_GROUP_ID, "GroupId can't be empty.")
+        group = self.consumer_groups.get(group_id)
+        if group is None:
+            classic = self.groups.get(group_id)
+            if classic is not None and classic.state not in (GroupState.EMPTY, GroupState.DEAD):
+                return Answer(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            if beat.member_epoch != 0:
+                return Answer(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} has no member {beat.member_id}.")
+            self.groups.pop(group_id, None)
+            group = self.consumer_groups[group_id] = ConsumerGroup(group_id, self.consumer_settings)
+        answer = group.heartbeat(self.now_ms(), beat, topics)
+        self._changed(group)
+        return answer
+
     async def join(self, group_id: str, request: JoinRequest) -> JoinResult:
         if not group_id:
             return JoinResult(ErrorCode.INVALID_GROUP_ID, request.member_id)
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            if consumer_group.members:  # a classic member cannot join a consumer-protocol group's members
+                return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id)
+            del self.consumer_groups[group_id]  # empty: it becomes a classic group, its offsets kept
         if not self.min_session_timeout_ms <= request.session_timeout_ms <= self.max_session_timeout_ms:
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, request.member_id)
         group = self._group(group_id, create=request.member_id == "")
@@ -188,11 +225,15 @@ class GroupCoordinator:
         """OffsetCommit of partitions the caller already knows exist; one error per entry."""
         if not group_id:
             return [ErrorCode.INVALID_GROUP_ID] * len(entries)
-        group = self._group(group_id, create=generation_id < 0)
-        if group is None:
-            return [ErrorCode.ILLEGAL_GENERATION] * len(entries)
-        error = group.validate_commit(self.now_ms(), member_id, instance_id, generation_id)
-        self._changed(group)
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            error = _consumer_commit_error(consumer_group, member_id, generation_id)
+        else:
+            group = self._group(group_id, create=generation_id < 0)
+            if group is None:
+                return [ErrorCode.ILLEGAL_GENERATION] * len(entries)
+            error = group.validate_commit(self.now_ms(), member_id, instance_id, generation_id)
+            self._changed(group)
         if error:
             return [error] * len(entries)
         errors = [OFFSET_METADATA_TOO_LARGE if metadata is not None and len(metadata) > OFFSET_METADATA_MAX_BYTES
@@ -214,6 +255,9 @@ class GroupCoordinator:
     # --- administration ----------------------------------------------------------------------
 
     def describe(self, group_id: str) -> GroupSummary:
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:  # DescribeGroups of a consumer-protocol group: its state, no members
+            return GroupSummary(group_id, consumer_group.state.capitalize(), "consumer", "", ())
         group = self._group(group_id)
         if group is None or group.state is GroupState.DEAD:
             return GroupSummary(group_id, GroupState.DEAD.value, "", "", ())
@@ -226,13 +270,21 @@ class GroupCoordinator:
                             (group.protocol_name or "") if stable else "", members)
 
     def list_groups(self) -> list[tuple[str, str, str]]:
-        """(group id, protocol type, state) of every live group, including offsets-only ones."""
+        """(group id, protocol type, state) of every live group, including offsets-only ones;
+        a consumer-protocol group's state as Kafka names it (Empty, Assigning, Reconciling, Stable)."""
         for group_id in self.offsets.groups():
-            self._group(group_id)
+            if group_id not in self.consumer_groups:
+                self._group(group_id)
         return [(g.group_id, g.protocol_type or "", g.state.value) for g in self.groups.values()
-                if g.state is not GroupState.DEAD]
+                if g.state is not GroupState.DEAD] + [
+            (g.group_id, "consumer", g.state.capitalize()) for g in self.consumer_groups.values()]
 
     async def delete(self, group_id: str) -> int:
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            if consumer_group.members:
+                return ErrorCode.NON_EMPTY_GROUP
+            del self.consumer_groups[group_id]
         group = self._group(group_id)
         if group is None or group.state is GroupState.DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND
@@ -247,3 +299,16 @@ class GroupCoordinator:
             if self.groups.get(group_id) is group:
                 del self.groups[group_id]
         return ErrorCode.NONE
+
+
+def _consumer_commit_error(group: ConsumerGroup, member_id: str, epoch: int) -> int:
+    """OffsetCommit in a consumer-protocol group: a member at its current epoch (an older one is
+    STALE_MEMBER_EPOCH), or an admin's commit (generation -1, no member) while the group is empty."""
+    if epoch < 0 and not member_id:
+        return ErrorCode.NONE if not group.members else ErrorCode.UNKNOWN_MEMBER_ID
+    member = group.members.get(member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if epoch != member.assignment.epoch:
+        return ErrorCode.STALE_MEMBER_EPOCH if epoch < member.assignment.epoch else ErrorCode.FENCED_MEMBER_EPOCH
+    return ErrorCode.NONE

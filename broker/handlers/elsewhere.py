@@ -44,6 +44,12 @@ def _join_group(request: Request, error: int) -> Any:
                                           members=[])
 
 
+def _consumer_group_heartbeat(request: Request, error: int) -> Any:
+    return request.spec.response[request.header.api_version](
+        throttle_time_ms=0, error_code=error, error_message=None, member_id=None, member_epoch=-1,
+        heartbeat_interval_ms=0, assignment=None)
+
+
 def _error_only(request: Request, error: int) -> Any:
     return request.spec.response[request.header.api_version](throttle_time_ms=0, error_code=error)
 
@@ -95,6 +101,7 @@ REFUSALS: dict[str, tuple[str | None, Callable[[Request, int], Any]]] = {  # by 
     "Heartbeat": ("group_id", _error_only),  # Heartbeat
     "LeaveGroup": ("group_id", _error_only),  # LeaveGroup (v3+: no members)
     "SyncGroup": ("group_id", _error_only),  # SyncGroup (no protocol, no assignment)
+    "ConsumerGroupHeartbeat": ("group_id", _consumer_group_heartbeat),
     "InitProducerId": ("transactional_id", _init_producer_id),  # only with a transactional id: an idempotent producer's anywhere
     "AddPartitionsToTxn": ("v3_and_below_transactional_id", _add_partitions_to_txn),
     "AddOffsetsToTxn": ("transactional_id", _error_only),  # AddOffsetsToTxn

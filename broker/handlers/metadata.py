@@ -9,6 +9,8 @@ UNKNOWN_TOPIC_OR_PARTITION and the next one sees the topic.
 
 from __future__ import annotations
 
+import uuid
+
 from broker.security.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker, topic_name_error
 from protocol.codec import Request
@@ -27,19 +29,24 @@ async def handle_metadata(broker: Broker, request: Request):
         wanted = sorted(broker.store.topics())
         allow_create = False
     else:
-        wanted = [t.name for t in body.topics]
+        wanted = [t.name if t.name is not None or version < 10 else _by_id(broker, t.topic_id) for t in body.topics]
         allow_create = body.allow_auto_topic_creation if version >= 4 else True
     allow_create = allow_create and broker.config["auto.create.topics.enable"]
     ops = version >= 8 and body.include_topic_authorized_operations
     topics, refused = [], []
     if broker.authorizer is not None:  # Kafka's order: answered topics, then those refused creation, then Describe
-        may_describe = [n for n in wanted if broker.allowed(Op.DESCRIBE, Res.TOPIC, n)]
+        may_describe = [n for n in wanted if isinstance(n, uuid.UUID) or broker.allowed(Op.DESCRIBE, Res.TOPIC, n)]
         if not all_topics:
             describable = set(may_describe)
             refused = [n for n in dict.fromkeys(wanted) if n not in describable]
         wanted = may_describe
     refused_create = []
     for name in wanted:
+        if isinstance(name, uuid.UUID):  # asked by id (v12; KIP-848's consumers look assigned topics up so)
+            topics.append(cls.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=name,
+                                                    is_internal=False, partitions=[],
+                                                    authorized_operations=_operations(broker, "", ops)))
+            continue
         meta = broker.topic(name) if name else None
         if meta is None:
             error = ErrorCode.INVALID_TOPIC_EXCEPTION if topic_name_error(name) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -65,6 +72,13 @@ async def handle_metadata(broker: Broker, request: Request):
                for node, host, port, rack in _brokers(broker)]
     return cls[version](throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
                         controller_id=_controller(broker), topics=topics, authorized_operations=cluster_ops)
+
+
+def _by_id(broker: Broker, topic_id: uuid.UUID) -> str | uuid.UUID:
+    """The name of the topic with this id, or the id itself when no topic has it or the client may
+    not describe it (Kafka answers both UNKNOWN_TOPIC_ID: an id reveals nothing)."""
+    name = next((m.name for m in broker.store.topics().values() if m.topic_id == topic_id), None)
+    return name if name is not None and broker.permits(Op.DESCRIBE, Res.TOPIC, name) else topic_id
 
 
 def _brokers(broker: Broker) -> list[tuple[int, str, int, str | None]]:

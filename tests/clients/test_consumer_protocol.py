@@ -1,0 +1,72 @@
+"""KIP-848's consumer group protocol with librdkafka's `group.protocol=consumer` (confluent-kafka
+2.16) against Gregor: the broker assigns the partitions, two members split six 3/3, a member that
+leaves hands its partitions over, every record is read once, offsets are committed at the member's
+epoch, and the group describes as a consumer-protocol group. (Against Kafka 4.4 the same scenario
+runs once issue 55's second reference lands; Kafka 3.9 does not serve this protocol by default.)"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.kit.inprocess import InProcessBroker
+
+RECORDS = 300
+
+
+@pytest.fixture
+def broker(tmp_path):
+    with InProcessBroker(tmp_path / "data") as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic("orders", 6, 1)])["orders"].result(timeout=30)
+        producer = Producer({"bootstrap.servers": b.bootstrap})
+        for i in range(RECORDS):
+            producer.produce("orders", str(i).encode(), partition=i % 6)
+        producer.flush(30)
+        yield b
+
+
+def _consumer(broker, group: str, **extra) -> Consumer:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False, **extra})
+    consumer.subscribe(["orders"])
+    return consumer
+
+
+def _poll_until(consumers: dict[str, Consumer], done, seconds: float, got: dict[str, list]) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not done():
+        for name, consumer in consumers.items():
+            message = consumer.poll(0.1)
+            if message is not None:
+                assert message.error() is None, message.error()
+                got[name].append((message.partition(), message.offset()))
+                consumer.commit(message, asynchronous=False)
+
+
+def test_two_members_split_six_partitions_and_hand_over_when_one_leaves(broker):
+    a, b = _consumer(broker, "billing"), _consumer(broker, "billing")
+    got = {"a": [], "b": []}
+    try:
+        _poll_until({"a": a, "b": b}, lambda: len(got["a"]) + len(got["b"]) >= RECORDS, 60, got)
+        assert len(got["a"]) + len(got["b"]) == RECORDS
+        parts_a = {p.partition for p in a.assignment()}
+        parts_b = {p.partition for p in b.assignment()}
+        assert (len(parts_a), len(parts_b), parts_a | parts_b, parts_a & parts_b) == (3, 3, set(range(6)), set())
+        read = got["a"] + got["b"]
+        assert len(set(read)) == RECORDS  # every record once
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        described = admin.describe_consumer_groups(["billing"])["billing"].result(timeout=30)
+        assert str(described.type).endswith("CONSUMER") and len(described.members) == 2
+        b.close()
+        deadline = time.monotonic() + 60
+        while {p.partition for p in a.assignment()} != set(range(6)) and time.monotonic() < deadline:
+            a.poll(0.2)
+        assert {p.partition for p in a.assignment()} == set(range(6))
+        committed = a.committed([TopicPartition("orders", p) for p in range(6)], timeout=30)
+        assert sum(tp.offset for tp in committed) == RECORDS  # the members committed at their epochs
+    finally:
+        a.close()
