@@ -144,12 +144,17 @@ def group(broker: Broker, name: str, history: LagHistory) -> dict[str, Any]:
         raise NotFound(f"unknown group {name!r} (or not coordinated by node {broker.config['node.id']})")
     summary = coordinator.describe(name)
     members, owner = [], {}
-    for m in summary.members:
-        assigned = _assignment(m.assignment)
-        members.append({"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
-                        "instance_id": m.instance_id,
+    consumer_group = coordinator.consumer_groups.get(name)  # KIP-848's: the broker holds the assignment
+    listed = ([(m.member_id, m.client_id, m.client_host, m.instance_id, m.assignment.epoch,
+                sorted((t, sorted(ps)) for t, ps in m.assignment.assigned.items()))
+               for m in consumer_group.members.values()] if consumer_group is not None else
+              [(m.member_id, m.client_id, m.client_host, m.instance_id, None, _assignment(m.assignment))
+               for m in summary.members])
+    for member_id, client_id, client_host, instance_id, epoch, assigned in listed:
+        members.append({"member_id": member_id, "client_id": client_id, "client_host": client_host,
+                        "instance_id": instance_id, "member_epoch": epoch,
                         "assignment": [{"topic": t, "partitions": ps} for t, ps in assigned]})
-        owner.update({(t, p): m.member_id for t, ps in assigned for p in ps})
+        owner.update({(t, p): member_id for t, ps in assigned for p in ps})
     lags = group_lags(broker).get(name, {})
     offsets = []
     for (t, p), committed in sorted(coordinator.committed_all(name).items()):

@@ -70,3 +70,23 @@ def test_two_members_split_six_partitions_and_hand_over_when_one_leaves(broker):
         assert sum(tp.offset for tp in committed) == RECORDS  # the members committed at their epochs
     finally:
         a.close()
+
+
+def test_the_console_shows_a_consumer_protocol_groups_members_and_their_epochs(tmp_path):
+    import json
+    import urllib.request
+    with InProcessBroker(tmp_path / "data", admin_port=0) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})  # kept: a dropped client ends its futures
+        admin.create_topics([NewTopic("orders", 2, 1)])["orders"].result(30)
+        consumer = _consumer(b, "shown")
+        try:
+            deadline = time.monotonic() + 30
+            while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
+                consumer.poll(0.2)
+            with urllib.request.urlopen(f"http://{b.admin}/v1/groups/shown", timeout=10) as answer:
+                group = json.loads(answer.read())
+            (member,) = group["members"]
+            assert group["state"] == "Stable" and member["member_epoch"] >= 1
+            assert member["assignment"] == [{"topic": "orders", "partitions": [0, 1]}]
+        finally:
+            consumer.close()
