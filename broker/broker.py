@@ -122,7 +122,7 @@ class Broker:
         self.failed_logins = FailedLogins(config["connection.failed.authentication.delay.ms"],
                                           config["failed.authentication.limit"], config["failed.authentication.window.ms"])
         self.producers = ProducerStateTable(store)
-        self.coordinator = GroupCoordinator.from_config(config, store.offsets)
+        self.coordinator = GroupCoordinator.from_config(config, store.offsets, store)
         self.txn = TxnCoordinator(store, self.producers, config["transaction.max.timeout.ms"],
                                   config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
         store.subscribe_appends(self.appends.notify)
@@ -186,7 +186,7 @@ class Broker:
         producers = ProducerStateTable(self.store)
         await trio.to_thread.run_sync(restore, producers, self.store)
         self.producers = producers
-        self.coordinator = GroupCoordinator.from_config(self.config, self.store.offsets)
+        self.coordinator = GroupCoordinator.from_config(self.config, self.store.offsets, self.store)
         self.txn = TxnCoordinator(self.store, producers, self.config["transaction.max.timeout.ms"],
                                   self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
         self.topology.serve_master_state(producers, self.txn)

@@ -51,6 +51,7 @@ PENDING_OFFSET = b"o"  # + producer id (i64) + an offset key: a TxnOffsetCommit 
 GROUP_PENDING_OFFSET = b"q"
 MASTER_EPOCH = b"E"  # + i32 epoch: where in the commitlog a master of the broker group began it (replication)
 BROKER_CONFIG = b"B"  # + i32 node id + UTF-8 setting name: a broker's dynamic setting, its UTF-8 value (broker/security/dynamic_tls.py)
+CONSUMER_GROUP = b"G"  # + UTF-8 group id: a consumer-protocol group's epochs, members and assignments (broker/groups/consumer_group.py)
 
 _U16 = struct.Struct(">H")
 _TOPIC_HEAD = struct.Struct(">B16siH")  # version, topic id, partitions, config count

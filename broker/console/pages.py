@@ -144,7 +144,7 @@ def group(broker: Broker, name: str, history: LagHistory) -> dict[str, Any]:
         raise NotFound(f"unknown group {name!r} (or not coordinated by node {broker.config['node.id']})")
     summary = coordinator.describe(name)
     members, owner = [], {}
-    consumer_group = coordinator.consumer_groups.get(name)  # KIP-848's: the broker holds the assignment
+    consumer_group = coordinator.consumer_group(name)  # KIP-848's: the broker holds the assignment
     listed = ([(m.member_id, m.client_id, m.client_host, m.instance_id, m.assignment.epoch,
                 sorted((t, sorted(ps)) for t, ps in m.assignment.assigned.items()))
                for m in consumer_group.members.values()] if consumer_group is not None else

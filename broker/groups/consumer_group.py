@@ -3,18 +3,21 @@ GroupMetadataManager): members that heartbeat with their subscriptions, a group 
 when subscriptions, members or the subscribed topics' partitions change, a target assignment
 computed by a server-side assignor for that epoch, and each member reconciled towards its share
 (broker/groups/reconcile.py). Sans-IO: every event takes `now_ms`; the coordinator
-(broker/groups/coordinator.py) feeds it ConsumerGroupHeartbeats (broker/handlers/consumer_groups.py)
-and calls `expire(now_ms)` when `next_deadline()` passes. Membership is kept in memory only so
-far (issue 55): the committed offsets are durable, the members join again after a restart."""
+(broker/groups/coordinator.py) feeds it ConsumerGroupHeartbeats (broker/handlers/consumer_groups.py),
+calls `expire(now_ms)` when `next_deadline()` passes, and writes `durable()` to the commitlog's
+state topic whenever it changes, so a restart or a new master loads the group (`load`) with its
+epochs, members and assignments, each member's session timer started again (as Kafka's
+coordinator does when it loads its partition of __consumer_offsets)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from broker.groups.assignors import ASSIGNORS
-from broker.groups.reconcile import FencedMember, MemberAssignment, MemberState, reconcile
+from broker.groups.reconcile import FencedMember, MemberAssignment, MemberState, Partitions, reconcile
 from protocol.errors import ErrorCode
 
 LEAVE_EPOCH = -1  # a member leaving the group
@@ -284,3 +287,55 @@ class ConsumerGroup:
         for member_id in gone:
             self._remove(member_id)
         return gone
+
+
+# ---- the durable form (a state record's value) --------------------------------------------------------
+DURABLE_VERSION = 1
+
+
+def _parts(assigned: Partitions) -> dict[str, list[int]]:
+    return {t: sorted(ps) for t, ps in sorted(assigned.items())}
+
+
+def _unparts(found: dict[str, list[int]]) -> dict[str, frozenset[int]]:
+    return {t: frozenset(ps) for t, ps in found.items()}
+
+
+def durable(group: ConsumerGroup) -> bytes:
+    """What must survive a restart: epochs, the target, each member's subscription and assignment
+    (not its timers: they start again when the group is loaded)."""
+    return json.dumps({
+        "version": DURABLE_VERSION, "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
+        "target": {m: _parts(a) for m, a in sorted(group.target.items())},
+        "subscribed_partitions": dict(sorted(group.subscribed_partitions.items())),
+        "members": [{"id": m.member_id, "instance": m.instance_id, "rack": m.rack_id, "client": m.client_id,
+                     "host": m.client_host, "names": sorted(m.subscribed_names), "regex": m.subscribed_regex,
+                     "assignor": m.server_assignor, "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                     "state": m.assignment.state.value, "epoch": m.assignment.epoch,
+                     "previous_epoch": m.previous_epoch, "assigned": _parts(m.assignment.assigned),
+                     "revoking": _parts(m.assignment.pending_revocation)}
+                    for m in group.members.values()],
+    }, separators=(",", ":")).encode()
+
+
+def load(group_id: str, settings: Settings, value: bytes, now_ms: int) -> ConsumerGroup:
+    """A group from its durable form; every member's session (and revocation) timer starts now."""
+    found = json.loads(value)
+    if found.get("version") != DURABLE_VERSION:
+        raise ValueError(f"consumer group {group_id!r}: state record version {found.get('version')!r}")
+    group = ConsumerGroup(group_id, settings)
+    group.group_epoch, group.assignment_epoch = found["group_epoch"], found["assignment_epoch"]
+    group.target = {m: _unparts(a) for m, a in found["target"].items()}
+    group.subscribed_partitions = dict(found["subscribed_partitions"])
+    for m in found["members"]:
+        assignment = MemberAssignment(MemberState(m["state"]), m["epoch"], _unparts(m["assigned"]),
+                                      _unparts(m["revoking"]))
+        member = Member(m["id"], m["instance"], m["rack"], m["client"], m["host"], frozenset(m["names"]),
+                        m["regex"], m["assignor"], m["rebalance_timeout_ms"], assignment, m["previous_epoch"],
+                        session_deadline_ms=now_ms + settings.session_timeout_ms)
+        if assignment.state is MemberState.UNREVOKED_PARTITIONS:
+            member.revoke_deadline_ms = now_ms + member.rebalance_timeout_ms
+        group.members[member.member_id] = member
+        if member.instance_id is not None:
+            group.static[member.instance_id] = member.member_id
+    return group

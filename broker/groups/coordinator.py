@@ -19,17 +19,25 @@ from typing import Protocol
 import trio
 
 from broker.config import BrokerConfig
-from broker.groups.consumer_group import Answer, ConsumerGroup, Heartbeat, Settings
+from broker.groups.consumer_group import Answer, ConsumerGroup, Heartbeat, Settings, durable, load
 from broker.groups.member import JoinRequest, JoinResult, SyncResult
 from broker.groups.state import Group, GroupState
 from protocol.errors import ErrorCode
 from store import StoreError
+from store.state import CONSUMER_GROUP
 
 OFFSET_METADATA_TOO_LARGE = ErrorCode.OFFSET_METADATA_TOO_LARGE
 OFFSET_METADATA_MAX_BYTES = 4096  # Kafka's offset.metadata.max.bytes default
 
 Committed = tuple[int, str | None, int]  # offset, metadata, leader epoch
 CommitEntry = tuple[str, int, int, str | None, int]  # topic, partition, offset, metadata, leader epoch
+
+
+class StateBackend(Protocol):
+    """What the coordinator needs of the Store for consumer-protocol groups' state records."""
+
+    def write_state(self, records: list[tuple[bytes, bytes | None]], durable: bool = True) -> None: ...
+    def state_items(self, prefix: bytes) -> list[tuple[bytes, bytes]]: ...
 
 
 class OffsetBackend(Protocol):
@@ -82,8 +90,12 @@ class _Answer:
 
 class GroupCoordinator:
     def __init__(self, offsets: OffsetBackend, *, initial_rebalance_delay_ms: int = 3000,
-                 min_session_timeout_ms: int = 6000, max_session_timeout_ms: int = 1_800_000) -> None:
+                 min_session_timeout_ms: int = 6000, max_session_timeout_ms: int = 1_800_000,
+                 state: StateBackend | None = None) -> None:
         self.offsets = offsets
+        self.state = state  # where consumer-protocol groups are kept (None: in memory only, for unit tests)
+        self._saved: dict[str, bytes] = {}  # each consumer group's state record as last written
+        self._loaded = state is None
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
@@ -94,10 +106,11 @@ class GroupCoordinator:
         self._scheduled = math.inf  # when the timer task will next look at the groups
 
     @classmethod
-    def from_config(cls, config: BrokerConfig, offsets: OffsetBackend) -> GroupCoordinator:
+    def from_config(cls, config: BrokerConfig, offsets: OffsetBackend,
+                    state: StateBackend | None = None) -> GroupCoordinator:
         coordinator = cls(offsets, initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
                           min_session_timeout_ms=config["group.min.session.timeout.ms"],
-                          max_session_timeout_ms=config["group.max.session.timeout.ms"])
+                          max_session_timeout_ms=config["group.max.session.timeout.ms"], state=state)
         coordinator.consumer_settings = Settings(
             session_timeout_ms=config["group.consumer.session.timeout.ms"],
             heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
@@ -114,6 +127,7 @@ class GroupCoordinator:
 
     async def run(self) -> None:
         """Fire group deadlines as they fall due; woken early when a group needs an earlier one."""
+        self._load()
         while True:
             self._scheduled = min((d for g in [*self.groups.values(), *self.consumer_groups.values()]
                                    if (d := g.next_deadline()) is not None), default=math.inf)
@@ -124,7 +138,40 @@ class GroupCoordinator:
             for group in list(self.groups.values()):
                 group.expire(now)
             for consumer_group in list(self.consumer_groups.values()):
-                consumer_group.expire(now)
+                if consumer_group.expire(now):
+                    await self._persist(consumer_group)  # a failure: written with the group's next change
+
+    def _load(self) -> None:
+        """The consumer-protocol groups the state topic holds (at start, and on a new master):
+        their members' session timers start now, as Kafka's do when a coordinator loads them."""
+        if self._loaded:
+            return
+        self._loaded = True
+        now = self.now_ms()
+        for key, value in self.state.state_items(CONSUMER_GROUP):
+            group_id = key[len(CONSUMER_GROUP):].decode()
+            self.consumer_groups[group_id] = load(group_id, self.consumer_settings, value, now)
+            self._saved[group_id] = value
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """A consumer-protocol group (None: none by that id), for describing it."""
+        self._load()
+        return self.consumer_groups.get(group_id)
+
+    async def _persist(self, group: ConsumerGroup) -> int:
+        """Write the group's state record if it changed (a worker thread: it fsyncs); NOT_COORDINATOR
+        when the store refused it, as for a commit its offsets topic refused."""
+        if self.state is None:
+            return ErrorCode.NONE
+        value = durable(group)
+        if self._saved.get(group.group_id) == value:
+            return ErrorCode.NONE
+        try:
+            await trio.to_thread.run_sync(self.state.write_state, [(CONSUMER_GROUP + group.group_id.encode(), value)])
+        except StoreError:
+            return ErrorCode.NOT_COORDINATOR
+        self._saved[group.group_id] = value
+        return ErrorCode.NONE
 
     def _changed(self, group: Group | ConsumerGroup) -> None:
         if isinstance(group, Group):
@@ -144,12 +191,13 @@ class GroupCoordinator:
 
     # --- membership --------------------------------------------------------------------------
 
-    def consumer_heartbeat(self, group_id: str, beat: Heartbeat, topics: dict[str, int]) -> Answer:
+    async def consumer_heartbeat(self, group_id: str, beat: Heartbeat, topics: dict[str, int]) -> Answer:
         """ConsumerGroupHeartbeat (KIP-848). A classic group that has members keeps its protocol
         (GROUP_ID_NOT_FOUND, as Kafka answers without a migration); one with only offsets becomes a
         consumer-protocol group and keeps them."""
         if not group_id:
             return Answer(ErrorCode.INVALID_GROUP_ID, "GroupId can't be empty.")
+        self._load()
         group = self.consumer_groups.get(group_id)
         if group is None:
             classic = self.groups.get(group_id)
@@ -161,7 +209,8 @@ class GroupCoordinator:
             group = self.consumer_groups[group_id] = ConsumerGroup(group_id, self.consumer_settings)
         answer = group.heartbeat(self.now_ms(), beat, topics)
         self._changed(group)
-        return answer
+        error = await self._persist(group)  # answered once the change is durable, as Kafka does
+        return Answer(error, "the group's state could not be written") if error else answer
 
     async def join(self, group_id: str, request: JoinRequest) -> JoinResult:
         if not group_id:
@@ -272,6 +321,7 @@ class GroupCoordinator:
     def list_groups(self) -> list[tuple[str, str, str]]:
         """(group id, protocol type, state) of every live group, including offsets-only ones;
         a consumer-protocol group's state as Kafka names it (Empty, Assigning, Reconciling, Stable)."""
+        self._load()
         for group_id in self.offsets.groups():
             if group_id not in self.consumer_groups:
                 self._group(group_id)
@@ -280,10 +330,17 @@ class GroupCoordinator:
             (g.group_id, "consumer", g.state.capitalize()) for g in self.consumer_groups.values()]
 
     async def delete(self, group_id: str) -> int:
+        self._load()
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
             if consumer_group.members:
                 return ErrorCode.NON_EMPTY_GROUP
+            if self.state is not None:
+                try:
+                    await trio.to_thread.run_sync(self.state.write_state, [(CONSUMER_GROUP + group_id.encode(), None)])
+                except StoreError:
+                    return ErrorCode.NOT_COORDINATOR
+            self._saved.pop(group_id, None)
             del self.consumer_groups[group_id]
         group = self._group(group_id)
         if group is None or group.state is GroupState.DEAD:

@@ -48,7 +48,7 @@ async def handle_consumer_group_heartbeat(broker: Broker, request: Request):
                      subscribed_regex=body.subscribed_topic_regex if version >= 1 else None,
                      server_assignor=body.server_assignor, owned=owned,
                      client_id=request.header.client_id or "", client_host=peer_host.get())
-    answer = broker.coordinator.consumer_heartbeat(body.group_id, beat, counts)
+    answer = await broker.coordinator.consumer_heartbeat(body.group_id, beat, counts)
     assignment = None
     if answer.assignment is not None:
         ids = {name: topic_id for topic_id, name in names.items()}
@@ -88,7 +88,7 @@ async def handle_consumer_group_describe(broker: Broker, request: Request):
         if not broker.coordinates(group_id):
             groups.append(failed(ErrorCode.NOT_COORDINATOR))
             continue
-        group = coordinator.consumer_groups.get(group_id)
+        group = coordinator.consumer_group(group_id)
         if group is None:
             groups.append(failed(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."))
             continue

@@ -117,3 +117,19 @@ def test_an_unknown_assignor_is_refused_and_range_can_be_chosen():
     joined(group, "m1", server_assignor="range")
     joined(group, "m2", server_assignor="range")
     assert group.target == {"m1": {"orders": frozenset({0, 1, 2})}, "m2": {"orders": frozenset({3, 4, 5})}}
+
+
+def test_the_durable_form_brings_back_epochs_members_and_assignments_with_fresh_timers():
+    from broker.groups.consumer_group import durable, load
+    group = ConsumerGroup("g", Settings(session_timeout_ms=45000))
+    joined(group, "m1", instance_id="host-1", rebalance_timeout_ms=1000)
+    joined(group, "m2", subscribed_regex="ord.*", subscribed_names=None)
+    group.heartbeat(5, beat("m1", 1, owned={"orders": ALL}), TOPICS)  # m1 now revoking
+    back = load("g", group.settings, durable(group), now_ms=100_000)
+    assert durable(back) == durable(group)
+    m1, m2 = back.members["m1"], back.members["m2"]
+    assert (m1.assignment, m1.previous_epoch, back.static) == (group.members["m1"].assignment, 0, {"host-1": "m1"})
+    assert (m2.subscribed_regex, m2.assignment.epoch) == ("ord.*", 2)
+    assert m1.session_deadline_ms == 145_000 and m1.revoke_deadline_ms == 101_000
+    assert (back.group_epoch, back.assignment_epoch, back.target) == (group.group_epoch, group.assignment_epoch,
+                                                                       group.target)

@@ -90,3 +90,29 @@ def test_the_console_shows_a_consumer_protocol_groups_members_and_their_epochs(t
             assert member["assignment"] == [{"topic": "orders", "partitions": [0, 1]}]
         finally:
             consumer.close()
+
+
+def test_a_consumer_protocol_group_survives_a_restart_of_the_broker(tmp_path):
+    """Its epochs, members and assignments are state records of the commitlog: a restarted broker
+    describes the same member at the same epoch with the same partitions (its session restarted)."""
+    def described(bootstrap):
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        found = admin.describe_consumer_groups(["kept"])["kept"].result(timeout=30)
+        return [(m.member_id, sorted(tp.partition for tp in m.assignment.topic_partitions)) for m in found.members]
+
+    with InProcessBroker(tmp_path / "data") as first:
+        admin = AdminClient({"bootstrap.servers": first.bootstrap})
+        admin.create_topics([NewTopic("orders", 3, 1)])["orders"].result(30)
+        consumer = _consumer(first, "kept")
+        deadline = time.monotonic() + 30
+        while len(consumer.assignment()) < 3 and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        before = described(first.bootstrap)
+        epoch = first.broker.coordinator.consumer_groups["kept"].members[before[0][0]].assignment.epoch
+    try:
+        with InProcessBroker(tmp_path / "data") as second:
+            assert described(second.bootstrap) == before == [(before[0][0], [0, 1, 2])]
+            member = second.broker.coordinator.consumer_groups["kept"].members[before[0][0]]
+            assert member.assignment.epoch == epoch
+    finally:
+        consumer.close()
