@@ -490,7 +490,10 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
         except (OSError, StorageFull) as exc:  # StorageFull: no blocks for a queue's first page
             for q in made.values():
                 q.delete()
-            shutil.rmtree(queue_dir(qroot, name, p), ignore_errors=True)
+            # again, now that every queue made has given its files back: out of open files, the first
+            # rmtree (which opens each directory) could fail while the others still held theirs
+            for made_p in [*made, p]:
+                shutil.rmtree(queue_dir(qroot, name, made_p), ignore_errors=True)
             if isinstance(exc, StorageFull) or exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise StorageFull(f"cannot make the queue files of {name}: {exc}") from exc
             if exc.errno == errno.EMFILE:
