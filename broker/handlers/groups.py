@@ -17,6 +17,7 @@ from protocol.errors import ErrorCode
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 CLASSIC_GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"  # KIP-848's (broker/groups/consumer_group.py)
 # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: what a group allows without an authorizer
 GROUP_OPERATIONS = {3, 6, 8, 10, 11}
 # Kafka's Errors messages, sent where Kafka sends the error's default message
@@ -269,15 +270,18 @@ async def handle_list_groups(broker: Broker, request: Request):
     types = {t.lower() for t in body.types_filter} if version >= 5 and body.types_filter else None
     listed = []
     every = broker.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME)  # else only the groups it may Describe
-    if types is None or CLASSIC_GROUP_TYPE in types:
-        # a cluster's clients ask every node and merge the answers: a follower coordinates none
-        following = not broker.topology.leading
-        for group_id, protocol_type, state in [] if following else broker.coordinator.list_groups():
-            if not every and not broker.allowed(Op.DESCRIBE, Res.GROUP, group_id):
-                continue
-            if states is None or state.lower() in states:
-                listed.append(cls.ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state,
-                                              group_type=CLASSIC_GROUP_TYPE))
+    # a cluster's clients ask every node and merge the answers: a follower coordinates none
+    following = not broker.topology.leading
+    coordinator = broker.coordinator
+    for group_id, protocol_type, state in [] if following else coordinator.list_groups():
+        group_type = CONSUMER_GROUP_TYPE if group_id in coordinator.consumer_groups else CLASSIC_GROUP_TYPE
+        if types is not None and group_type not in types:
+            continue
+        if not every and not broker.allowed(Op.DESCRIBE, Res.GROUP, group_id):
+            continue
+        if states is None or state.lower() in states:
+            listed.append(cls.ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state,
+                                          group_type=group_type))
     return cls[version](throttle_time_ms=0, error_code=0, groups=listed)
 
 

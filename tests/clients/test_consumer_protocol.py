@@ -61,6 +61,8 @@ def test_two_members_split_six_partitions_and_hand_over_when_one_leaves(broker):
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         described = admin.describe_consumer_groups(["billing"])["billing"].result(timeout=30)
         assert str(described.type).endswith("CONSUMER") and len(described.members) == 2
+        listed = admin.list_consumer_groups().result(timeout=30).valid
+        assert [str(g.type) for g in listed if g.group_id == "billing"][0].endswith("CONSUMER")
         b.close()
         deadline = time.monotonic() + 60
         while {p.partition for p in a.assignment()} != set(range(6)) and time.monotonic() < deadline:
