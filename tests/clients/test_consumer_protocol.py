@@ -118,3 +118,30 @@ def test_a_consumer_protocol_group_survives_a_restart_of_the_broker(tmp_path):
             assert member.assignment.epoch == epoch
     finally:
         consumer.close()
+
+
+def test_gregor_group_describe_shows_member_epochs_and_target_assignments(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from tests.kit.gregor import ROOT
+    with InProcessBroker(tmp_path / "data") as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic("orders", 2, 1)])["orders"].result(30)
+        consumer = _consumer(b, "epochs")
+        try:
+            deadline = time.monotonic() + 30
+            while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
+                consumer.poll(0.2)
+            command = [sys.executable, "-m", "broker", "group", "describe", "epochs", "--bootstrap", b.bootstrap]
+            shown = json.loads(subprocess.run(command + ["--output", "json"], cwd=ROOT, capture_output=True,
+                                              text=True, timeout=60, check=True).stdout)
+            (member,) = shown["members"]
+            assert (shown["type"], shown["state"], shown["assignor"]) == ("consumer", "Stable", "uniform")
+            assert member["member_epoch"] == shown["group_epoch"] >= 1
+            expected = [{"topic": "orders", "partition": 0}, {"topic": "orders", "partition": 1}]
+            assert member["assignment"] == member["target_assignment"] == expected
+            text = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60, check=True).stdout
+            assert "TYPE              consumer (KIP-848)" in text and "TARGET-ASSIGNMENT" in text
+        finally:
+            consumer.close()
