@@ -49,20 +49,22 @@ def list_groups(args: argparse.Namespace, out: TextIO) -> int:
 def describe(args: argparse.Namespace, out: TextIO) -> int:
     group = args.group
     with admin_client(args.bootstrap, args.command_config) as admin:
-        with kafka_errors(f"describe group {group}"):
-            try:
-                found = admin.describe_groups([group])[group]
-            except ValueError as exc:  # kafka-python decodes every member as the consumer protocol
-                raise CliError(f"cannot describe group {group}: its members do not use the consumer protocol "
-                               "(a Kafka Connect or other non-consumer group); Kafka's kafka-consumer-groups "
-                               "refuses such a group too") from exc
-            committed = admin.list_group_offsets({group: None}).get(group, {})
-        if found.get("error"):
-            raise CliError(f"cannot describe group {group}: {found['error']}")
+        # KIP-848 first: Kafka 4 answers DescribeGroups for such a group with "not a classic group"
         modern = _consumer_protocol(admin, group)
-        if modern is not None:  # KIP-848: the broker holds the members' assignments and epochs
-            found = {**found, "group_state": modern["state"], "protocol_type": "consumer", "protocol_data": None}
-        elif found["group_state"] == "Dead" and not committed:
+        with kafka_errors(f"describe group {group}"):
+            if modern is not None:  # the broker holds the members' assignments and epochs
+                found = {"group_state": modern["state"], "protocol_type": "consumer", "protocol_data": None}
+            else:
+                try:
+                    found = admin.describe_groups([group])[group]
+                except ValueError as exc:  # kafka-python decodes every member as the consumer protocol
+                    raise CliError(f"cannot describe group {group}: its members do not use the consumer "
+                                   "protocol (a Kafka Connect or other non-consumer group); Kafka's "
+                                   "kafka-consumer-groups refuses such a group too") from exc
+            committed = admin.list_group_offsets({group: None}).get(group, {})
+        if modern is None and found.get("error"):
+            raise CliError(f"cannot describe group {group}: {found['error']}")
+        if modern is None and found["group_state"] == "Dead" and not committed:
             raise CliError(f"unknown group {group}")
         members = modern["members"] if modern is not None else [_member(m) for m in found["members"]]
         owners = {(a["topic"], a["partition"]): m["member_id"] for m in members for a in m["assignment"]}

@@ -82,7 +82,8 @@ def group_summaries(broker: Broker) -> list[dict[str, Any]]:
     lags = group_lags(broker)
     out = []
     for group, protocol_type, state in sorted(coordinator.list_groups()):
-        members = len(coordinator.describe(group).members)
+        modern = coordinator.consumer_group(group)  # KIP-848's: its members are the broker's
+        members = len(modern.members) if modern is not None else len(coordinator.describe(group).members)
         out.append({"name": group, "state": state, "protocol_type": protocol_type, "members": members,
                     "lag": sum(lags.get(group, {}).values())})
     return out

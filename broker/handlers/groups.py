@@ -248,6 +248,12 @@ async def handle_describe_groups(broker: Broker, request: Request):
                                     group_state="", protocol_type="", protocol_data="", members=[],
                                     authorized_operations=None))
             continue
+        if broker.coordinator.consumer_group(group_id) is not None:  # Kafka 4's answer for a KIP-848 group
+            groups.append(Described(error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                                    error_message=f"Group {group_id} is not a classic group.", group_id=group_id,
+                                    group_state="", protocol_type="", protocol_data="", members=[],
+                                    authorized_operations=None))
+            continue
         operations = None
         if asked:
             operations = GROUP_OPERATIONS if broker.authorizer is None else broker.authorized_operations(
