@@ -93,6 +93,10 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "group.consumer.assignors": (str, "uniform,range", ("consumer-protocol groups: the server-side assignors members "
                                                         "may choose; the first is the default")),
     "group.consumer.max.size": (int, 2147483647, "consumer-protocol groups: most members in one group"),
+    "group.consumer.min.session.timeout.ms": (int, 45000, "lowest group.consumer.session.timeout.ms allowed"),
+    "group.consumer.max.session.timeout.ms": (int, 60000, "highest group.consumer.session.timeout.ms allowed"),
+    "group.consumer.min.heartbeat.interval.ms": (int, 5000, "lowest group.consumer.heartbeat.interval.ms allowed"),
+    "group.consumer.max.heartbeat.interval.ms": (int, 15000, "highest group.consumer.heartbeat.interval.ms allowed"),
     "admin.token": (str, "", ("bearer token the admin HTTP API requires (Authorization: Bearer TOKEN); "
                               "required when the API is bound beyond loopback")),
     "admin.principal": (str, "User:ANONYMOUS", ("principal the web console's actions (reset offsets, delete a "
@@ -215,6 +219,26 @@ class BrokerConfig:
                 raise ConfigError(f"{path}:{number}: expected KEY=VALUE, got {line!r}")
             self.set(line[:sep].strip(), line[sep + 1:])
 
+    def _check_consumer_group_timing(self) -> None:
+        """KIP-848's session and heartbeat settings within their bounds, the heartbeat below the
+        session, as Kafka's broker checks them at start."""
+        v = self.values
+        for what in ("session.timeout", "heartbeat.interval"):
+            low, high = v[f"group.consumer.min.{what}.ms"], v[f"group.consumer.max.{what}.ms"]
+            value = v[f"group.consumer.{what}.ms"]
+            if not 0 < low <= high:
+                raise ConfigError(f"group.consumer.min.{what}.ms must be positive and at most "
+                                  f"group.consumer.max.{what}.ms, got {low} and {high}")
+            if not low <= value <= high:
+                raise ConfigError(f"group.consumer.{what}.ms must be between group.consumer.min.{what}.ms "
+                                  f"and group.consumer.max.{what}.ms ({low}-{high}), got {value}")
+        if v["group.consumer.heartbeat.interval.ms"] >= v["group.consumer.session.timeout.ms"]:
+            raise ConfigError("group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms")
+        unknown = [a for a in (x.strip() for x in v["group.consumer.assignors"].split(",")) if a
+                   and a not in ("uniform", "range")]
+        if unknown or not v["group.consumer.assignors"].strip():
+            raise ConfigError(f"group.consumer.assignors are uniform and/or range, got {v['group.consumer.assignors']!r}")
+
     def validate(self) -> None:
         positive = ("num.partitions", "message.max.bytes", "socket.request.max.bytes",
                     "commitlog.segment.bytes", "consumequeue.entries.per.file", "flush.interval.ms",
@@ -233,6 +257,7 @@ class BrokerConfig:
             raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port must be 0-65535, got {self.port}")
+        self._check_consumer_group_timing()
         try:
             self.listeners()
         except ListenerError as exc:

@@ -67,3 +67,15 @@ def test_settings_into_a_closed_pipe_ends_quietly():
     done = subprocess.run(f"{sys.executable} -m broker settings | head -1", shell=True, cwd=ROOT,
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0 and done.stderr == "" and done.stdout.count("\n") == 1
+
+
+@pytest.mark.parametrize("setting, words", [
+    ("group.consumer.session.timeout.ms=30000", "between group.consumer.min.session.timeout.ms"),
+    ("group.consumer.heartbeat.interval.ms=20000", "between group.consumer.min.heartbeat.interval.ms"),
+    ("group.consumer.assignors=sticky", "uniform and/or range"),
+])
+def test_kip848_group_settings_out_of_bounds_stop_the_start_in_one_line(tmp_path, setting, words):
+    done = subprocess.run([sys.executable, "-m", "broker", "serve", "--data-dir", str(tmp_path / "d"), "--port", "0",
+                           "--set", setting], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and done.stderr.startswith("gregor: ") and words in done.stderr
+    assert done.stderr.count("\n") == 1 and not (tmp_path / "d").exists()
