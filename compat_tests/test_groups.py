@@ -72,11 +72,11 @@ def test_list_and_describe_groups(client, new_topic, reference, name):
         assert name in client.list_groups()
         # the member may hold its assignment while the group is still, or again, completing a
         # rebalance (a describe found CompletingRebalance once in CI, against Kafka 3.9 with
-        # kafka-python on a slow machine): what must hold is that the group becomes Stable
-        _wait_for(lambda: client.describe_group(name).state == "Stable", timeout=10)
-        described = client.describe_group(name)
-        assert described.state == "Stable"
-        assert list(described.members.values()) == [{0, 1}]
+        # kafka-python on a slow machine, and once on Gregor in a loaded full tier, right after a
+        # Stable one): what must hold is that one describe finds it Stable with the member's partitions
+        seen = []
+        _wait_for(lambda: seen.append(client.describe_group(name)) or (
+            seen[-1].state == "Stable" and list(seen[-1].members.values()) == [{0, 1}]), timeout=10)
     finally:
         member.stop()
 
