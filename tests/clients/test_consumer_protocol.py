@@ -6,12 +6,17 @@ runs once issue 55's second reference lands; Kafka 3.9 does not serve this proto
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.kit.gregor import ROOT
 from tests.kit.inprocess import InProcessBroker
 
 RECORDS = 300
@@ -34,6 +39,13 @@ def _consumer(broker, group: str, **extra) -> Consumer:
                          "auto.offset.reset": "earliest", "enable.auto.commit": False, **extra})
     consumer.subscribe(["orders"])
     return consumer
+
+
+def _wait_for_assignment(consumer: Consumer, partitions: int, seconds: float = 30) -> None:
+    """Poll until the broker has assigned the member `partitions` partitions (or the time is up)."""
+    deadline = time.monotonic() + seconds
+    while len(consumer.assignment()) < partitions and time.monotonic() < deadline:
+        consumer.poll(0.2)
 
 
 def _poll_until(consumers: dict[str, Consumer], done, seconds: float, got: dict[str, list]) -> None:
@@ -75,16 +87,12 @@ def test_two_members_split_six_partitions_and_hand_over_when_one_leaves(broker):
 
 
 def test_the_console_shows_a_consumer_protocol_groups_members_and_their_epochs(tmp_path):
-    import json
-    import urllib.request
     with InProcessBroker(tmp_path / "data", admin_port=0) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})  # kept: a dropped client ends its futures
         admin.create_topics([NewTopic("orders", 2, 1)])["orders"].result(30)
         consumer = _consumer(b, "shown")
         try:
-            deadline = time.monotonic() + 30
-            while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
-                consumer.poll(0.2)
+            _wait_for_assignment(consumer, 2)
             with urllib.request.urlopen(f"http://{b.admin}/v1/groups/shown", timeout=10) as answer:
                 group = json.loads(answer.read())
             (member,) = group["members"]
@@ -106,9 +114,7 @@ def test_a_consumer_protocol_group_survives_a_restart_of_the_broker(tmp_path):
         admin = AdminClient({"bootstrap.servers": first.bootstrap})
         admin.create_topics([NewTopic("orders", 3, 1)])["orders"].result(30)
         consumer = _consumer(first, "kept")
-        deadline = time.monotonic() + 30
-        while len(consumer.assignment()) < 3 and time.monotonic() < deadline:
-            consumer.poll(0.2)
+        _wait_for_assignment(consumer, 3)
         before = described(first.bootstrap)
         epoch = first.broker.coordinator.consumer_groups["kept"].members[before[0][0]].assignment.epoch
     try:
@@ -121,18 +127,12 @@ def test_a_consumer_protocol_group_survives_a_restart_of_the_broker(tmp_path):
 
 
 def test_gregor_group_describe_shows_member_epochs_and_target_assignments(tmp_path):
-    import json
-    import subprocess
-    import sys
-    from tests.kit.gregor import ROOT
     with InProcessBroker(tmp_path / "data") as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         admin.create_topics([NewTopic("orders", 2, 1)])["orders"].result(30)
         consumer = _consumer(b, "epochs")
         try:
-            deadline = time.monotonic() + 30
-            while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
-                consumer.poll(0.2)
+            _wait_for_assignment(consumer, 2)
             command = [sys.executable, "-m", "broker", "group", "describe", "epochs", "--bootstrap", b.bootstrap]
             shown = json.loads(subprocess.run(command + ["--output", "json"], cwd=ROOT, capture_output=True,
                                               text=True, timeout=60, check=True).stdout)
