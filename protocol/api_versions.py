@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from kafka.protocol import admin, consumer, metadata, producer, sasl
 from kafka.protocol.api_message import ApiMessage
 
-from protocol import kip848
+from protocol import kip848, kip932
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +75,10 @@ API_SPECS: dict[int, ApiSpec] = {s.api_key: s for s in (
     _spec(admin.ListTransactionsRequest, admin.ListTransactionsResponse, 0, 1),
     _spec(kip848.ConsumerGroupHeartbeatRequest, kip848.ConsumerGroupHeartbeatResponse, 0, 1),
     _spec(kip848.ConsumerGroupDescribeRequest, kip848.ConsumerGroupDescribeResponse, 0, 1),
+    _spec(kip932.ShareGroupHeartbeatRequest, kip932.ShareGroupHeartbeatResponse, 1, 1),
+    _spec(kip932.ShareGroupDescribeRequest, kip932.ShareGroupDescribeResponse, 1, 1),
+    _spec(kip932.ShareFetchRequest, kip932.ShareFetchResponse, 1, 2),
+    _spec(kip932.ShareAcknowledgeRequest, kip932.ShareAcknowledgeResponse, 1, 2),
 )}
 
 # Broker-to-broker APIs: decoded and answered, never advertised to clients (Kafka's "broker"
