@@ -22,6 +22,7 @@ from broker.security.acl import ACL_PREFIX, Acl, Authorizer, Op, Res
 from broker.security.auth_limit import FailedLogins
 from broker.config import BrokerConfig
 from broker.groups.coordinator import GroupCoordinator
+from broker.groups.share_coordinator import ShareCoordinator, ShareSettings
 from broker.net.listeners import Listener, tls_context
 from broker.net.metrics import BrokerMetrics
 from broker.txn.producers import ProducerStateTable, restore, snapshot_payload, write_snapshot
@@ -123,6 +124,7 @@ class Broker:
                                           config["failed.authentication.limit"], config["failed.authentication.window.ms"])
         self.producers = ProducerStateTable(store)
         self.coordinator = GroupCoordinator.from_config(config, store.offsets, store)
+        self.share = self._share_coordinator()
         self.txn = TxnCoordinator(store, self.producers, config["transaction.max.timeout.ms"],
                                   config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
         store.subscribe_appends(self.appends.notify)
@@ -187,16 +189,33 @@ class Broker:
         await trio.to_thread.run_sync(restore, producers, self.store)
         self.producers = producers
         self.coordinator = GroupCoordinator.from_config(self.config, self.store.offsets, self.store)
+        self.share = self._share_coordinator()
         self.txn = TxnCoordinator(self.store, producers, self.config["transaction.max.timeout.ms"],
                                   self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
         self.topology.serve_master_state(producers, self.txn)
         self.reload_acls()
+
+    def _share_coordinator(self) -> ShareCoordinator:
+        share = ShareCoordinator(ShareSettings.from_config(self.config), groups=self.coordinator, state=self.store)
+        return share
+
+    def share_topics(self) -> dict[str, int]:
+        """Every topic a share group may subscribe to (internal ones never), by partition count."""
+        return {name: meta.partitions for name, meta in self.store.topics().items() if not name.startswith("__")}
+
+    def share_offsets(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """(log start, high watermark) of a partition this node leads, for share-partitions."""
+        meta = self.store.topics().get(topic)
+        if meta is None or not 0 <= partition < meta.partitions or not self.topology.leads(topic, partition):
+            return None
+        return self.store.log_start_offset(topic, partition), self.store.high_watermark(topic, partition)
 
     async def run_master_services(self) -> None:
         """What only the node that writes the commitlog runs: the coordinators' timers and the
         producer-state snapshots (always on a single node; while leading in a broker group)."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.coordinator.run)
+            nursery.start_soon(self.share.run, self.share_topics)
             nursery.start_soon(self.txn.run)
             nursery.start_soon(self._snapshot_producers_periodically)
 

@@ -97,6 +97,21 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "group.consumer.max.session.timeout.ms": (int, 60000, "highest group.consumer.session.timeout.ms allowed"),
     "group.consumer.min.heartbeat.interval.ms": (int, 5000, "lowest group.consumer.heartbeat.interval.ms allowed"),
     "group.consumer.max.heartbeat.interval.ms": (int, 15000, "highest group.consumer.heartbeat.interval.ms allowed"),
+    "group.share.session.timeout.ms": (int, 45000, ("share groups (KIP-932): a member that sends no heartbeat "
+                                                    "for this long is removed and its records released")),
+    "group.share.heartbeat.interval.ms": (int, 5000, "share groups: how often members heartbeat"),
+    "group.share.max.size": (int, 200, "share groups: most members in one group"),
+    "group.share.record.lock.duration.ms": (int, 30000, ("share groups: how long a member holds the records it "
+                                                         "fetched before they go to another (the acquisition lock)")),
+    "group.share.min.record.lock.duration.ms": (int, 15000, "lowest group.share.record.lock.duration.ms allowed"),
+    "group.share.max.record.lock.duration.ms": (int, 60000, "highest group.share.record.lock.duration.ms allowed"),
+    "group.share.delivery.count.limit": (int, 5, ("share groups: deliveries of a record after which it is archived "
+                                                  "(or sent to the group's dead-letter topic) instead of redelivered")),
+    "group.share.min.delivery.count.limit": (int, 2, "lowest group.share.delivery.count.limit allowed"),
+    "group.share.max.delivery.count.limit": (int, 10, "highest group.share.delivery.count.limit allowed"),
+    "group.share.partition.max.record.locks": (int, 2000, ("share groups: most records in flight (acquired or "
+                                                           "waiting for redelivery) per share-partition")),
+    "group.share.max.share.sessions": (int, 2000, "share groups: most share sessions (one per member and broker)"),
     "admin.token": (str, "", ("bearer token the admin HTTP API requires (Authorization: Bearer TOKEN); "
                               "required when the API is bound beyond loopback")),
     "admin.principal": (str, "User:ANONYMOUS", ("principal the web console's actions (reset offsets, delete a "
@@ -234,6 +249,21 @@ class BrokerConfig:
                                   f"and group.consumer.max.{what}.ms ({low}-{high}), got {value}")
         if v["group.consumer.heartbeat.interval.ms"] >= v["group.consumer.session.timeout.ms"]:
             raise ConfigError("group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms")
+        for what in ("record.lock.duration", "delivery.count"):
+            name = "delivery.count.limit" if what == "delivery.count" else f"{what}.ms"
+            low_name = f"group.share.min.{name}"
+            high_name = f"group.share.max.{name}"
+            low, high, value = v[low_name], v[high_name], v[f"group.share.{name}"]
+            if not 0 < low <= high:
+                raise ConfigError(f"{low_name} must be positive and at most {high_name}, got {low} and {high}")
+            if not low <= value <= high:
+                raise ConfigError(f"group.share.{name} must be between {low_name} and {high_name} "
+                                  f"({low}-{high}), got {value}")
+        if v["group.share.heartbeat.interval.ms"] >= v["group.share.session.timeout.ms"]:
+            raise ConfigError("group.share.heartbeat.interval.ms must be below group.share.session.timeout.ms")
+        for name in ("group.share.max.size", "group.share.partition.max.record.locks", "group.share.max.share.sessions"):
+            if v[name] <= 0:
+                raise ConfigError(f"{name} must be positive, got {v[name]}")
         unknown = [a for a in (x.strip() for x in v["group.consumer.assignors"].split(",")) if a
                    and a not in ("uniform", "range")]
         if unknown or not v["group.consumer.assignors"].strip():

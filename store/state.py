@@ -51,6 +51,11 @@ PENDING_OFFSET = b"o"  # + producer id (i64) + an offset key: a TxnOffsetCommit 
 GROUP_PENDING_OFFSET = b"q"
 MASTER_EPOCH = b"E"  # + i32 epoch: where in the commitlog a master of the broker group began it (replication)
 BROKER_CONFIG = b"B"  # + i32 node id + UTF-8 setting name: a broker's dynamic setting, its UTF-8 value (broker/security/dynamic_tls.py)
+# + u16 len + UTF-8 group + u16 len + UTF-8 topic + i32 partition: a share-partition's start offset and
+# in-flight records' states and delivery counts (broker/groups/share_partition.py `encode`)
+SHARE_PARTITION = b"S"
+# + u16 len + UTF-8 group + UTF-8 setting name: a group's config (IncrementalAlterConfigs on a GROUP), UTF-8 value
+GROUP_CONFIG = b"K"
 CONSUMER_GROUP = b"G"  # + UTF-8 group id: a consumer-protocol group's epochs, members and assignments (broker/groups/consumer_group.py)
 
 _U16 = struct.Struct(">H")

@@ -1,6 +1,6 @@
 """One share-partition of a share group (KIP-932, Kafka's SharePartition): which records of a
 partition the group's members may fetch, which are acquired by whom until when, which are done.
-Not served yet (issue 56): no handler calls it.
+Served by broker/groups/share_coordinator.py.
 
 The state of the in-flight window [start, end) is one byte per record, in a numpy array beside
 the partition's consume queue: the low nibble is the record's state, the high nibble its delivery
@@ -12,6 +12,7 @@ Kafka's ShareSnapshot), and acquired records come back AVAILABLE, to be delivere
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,9 +89,14 @@ class SharePartition:
     def acknowledge(self, now_ms: int, member: str, first: int, last: int, types: list[int]) -> bool:
         """Acknowledge [first, last] with one type for all, or one per offset (Kafka's
         AcknowledgementBatch). False (Kafka's INVALID_RECORD_STATE) unless every offset is acquired
-        by `member` (GAP aside)."""
-        if not types or (len(types) != 1 and len(types) != last - first + 1) or first < self.start or last >= self.end:
+        by `member` (GAP aside); offsets below the start are done, and ignored."""
+        if not types or (len(types) != 1 and len(types) != last - first + 1) or last >= self.end:
             return False
+        if first < self.start:  # below the start: done already, ignored (as Kafka does)
+            if last < self.start:
+                return True
+            types = types if len(types) == 1 else types[self.start - first:]
+            first = self.start
         offsets = np.arange(first, last + 1)
         kinds = np.full(len(offsets), types[0], dtype=np.int8) if len(types) == 1 else np.asarray(types, dtype=np.int8)
         index = offsets - self.start
@@ -180,6 +186,20 @@ class SharePartition:
             self._window = self._window[step:].copy()
             self.start += step
 
+    def skip_to(self, offset: int) -> None:
+        """The log no longer holds the records below `offset` (retention, DeleteRecords, a reset):
+        the window starts there; their acquisitions are forgotten."""
+        if offset <= self.start:
+            return
+        if offset >= self.end:
+            self._window = np.zeros(0, dtype=np.uint8)
+            self.end = offset
+        else:
+            self._window = self._window[offset - self.start:].copy()
+        self.start = offset
+        self.acquisitions = [Acquisition(max(a.first, offset), a.last, a.member, a.deadline_ms)
+                             for a in self.acquisitions if a.last >= offset]
+
     def in_flight(self) -> int:
         return self.end - self.start
 
@@ -223,3 +243,22 @@ def _runs(offsets: list[int], counts: list[int]) -> list[tuple[int, int, int]]:
         else:
             runs.append((offset, offset, count))
     return runs
+
+
+# ---- the state record (store/state.py SHARE_PARTITION), Kafka's ShareSnapshot value ---------------------
+_HEAD = struct.Struct(">Bqi")  # version, start offset, run count
+_RUN = struct.Struct(">qqBB")  # first, last, state, delivery count
+VERSION = 1
+
+
+def encode(part: SharePartition) -> bytes:
+    start, runs = part.durable()
+    return _HEAD.pack(VERSION, start, len(runs)) + b"".join(_RUN.pack(*run) for run in runs)
+
+
+def decode(value: bytes, **settings) -> SharePartition:
+    version, start, count = _HEAD.unpack_from(value, 0)
+    if version != VERSION:
+        raise ValueError(f"share-partition state version {version} is not known here")
+    runs = [_RUN.unpack_from(value, _HEAD.size + i * _RUN.size) for i in range(count)]
+    return SharePartition.load(start, runs, **settings)

@@ -1,0 +1,404 @@
+"""Share groups on this broker (KIP-932): their membership, the share-partitions of the partitions
+this node leads, the members' share sessions, the groups' configs, and one timer task for
+sessions and acquisition locks. Kafka splits this between the group coordinator's share half,
+SharePartitionManager with its ShareSessionCache, and the share coordinator that keeps
+__share_group_state; RocketMQ 5 has its POP consumption with per-message invisibility times.
+
+Every share-partition's state is a record of the commitlog's state topic (store/state.py
+SHARE_PARTITION), written before an acknowledgement is answered, so a restart or a broker group's
+new master loads it: acknowledged records never come back, acquired ones are delivered again.
+Time is trio's clock (tests drive it with trio.testing.MockClock); writes run in a worker thread.
+Speaks no wire format: broker/handlers/share_groups.py translates."""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import trio
+
+from broker.groups.share_group import Settings, ShareAnswer, ShareGroup, ShareHeartbeat
+from broker.groups.share_partition import SharePartition, decode, encode
+from broker.groups.state import GroupState
+from protocol.errors import ErrorCode
+from store import StoreError
+from store.state import GROUP_CONFIG, SHARE_PARTITION
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from broker.groups.coordinator import GroupCoordinator, StateBackend
+
+_U16 = struct.Struct(">H")
+_I32 = struct.Struct(">i")
+Key = tuple[str, str, int]  # group, topic, partition
+# (log start offset, high watermark) of a partition this node leads; None: it leads no such partition
+Offsets = Callable[[str, int], "tuple[int, int] | None"]
+
+# the group configs Kafka 4.4 takes for share groups (IncrementalAlterConfigs on a GROUP), and defaults
+GROUP_CONFIGS = {
+    "share.auto.offset.reset": "latest",
+    "share.isolation.level": "read_uncommitted",
+    "share.record.lock.duration.ms": None,  # None: the broker's group.share.* setting
+    "share.delivery.count.limit": None,
+    "share.session.timeout.ms": None,
+    "share.heartbeat.interval.ms": None,
+    "errors.deadletterqueue.topic.name": "",
+    "errors.deadletterqueue.copy.record.enable": "false",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ShareSettings:
+    """The broker's group.share.* settings (Kafka 4.4's defaults)."""
+
+    membership: Settings = Settings()
+    lock_ms: int = 30000
+    delivery_limit: int = 5
+    max_in_flight: int = 2000
+    max_sessions: int = 2000
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> ShareSettings:
+        return cls(Settings(config["group.share.session.timeout.ms"], config["group.share.heartbeat.interval.ms"],
+                            config["group.share.max.size"]),
+                   config["group.share.record.lock.duration.ms"], config["group.share.delivery.count.limit"],
+                   config["group.share.partition.max.record.locks"], config["group.share.max.share.sessions"])
+
+
+@dataclass(slots=True)
+class ShareSession:
+    """A member's share session with this broker (Kafka's ShareSession): the partitions it reads,
+    and the epoch its next request must carry."""
+
+    epoch: int
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+
+
+class SessionError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def partition_key(group: str, topic: str, partition: int) -> bytes:
+    g, t = group.encode(), topic.encode()
+    return SHARE_PARTITION + _U16.pack(len(g)) + g + _U16.pack(len(t)) + t + _I32.pack(partition)
+
+
+def _parse_partition_key(key: bytes) -> Key:
+    at = len(SHARE_PARTITION)
+    (glen,) = _U16.unpack_from(key, at)
+    group = key[at + 2:at + 2 + glen].decode()
+    at += 2 + glen
+    (tlen,) = _U16.unpack_from(key, at)
+    topic = key[at + 2:at + 2 + tlen].decode()
+    (partition,) = _I32.unpack_from(key, at + 2 + tlen)
+    return group, topic, partition
+
+
+def config_key(group: str, name: str) -> bytes:
+    g = group.encode()
+    return GROUP_CONFIG + _U16.pack(len(g)) + g + name.encode()
+
+
+class ShareCoordinator:
+    def __init__(self, settings: ShareSettings = ShareSettings(), *, groups: GroupCoordinator | None = None,
+                 state: StateBackend | None = None) -> None:
+        self.settings = settings
+        self.groups = groups  # the classic and consumer-protocol groups, for clashing ids
+        self.state = state  # None: in memory only (unit tests)
+        self.share_groups: dict[str, ShareGroup] = {}
+        self.partitions: dict[Key, SharePartition] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.configs: dict[str, dict[str, str]] = {}  # group -> its configs set by IncrementalAlterConfigs
+        self._saved: dict[Key, bytes] = {}
+        self._loaded = state is None
+        self._wakeup = trio.Event()
+        self._scheduled = math.inf
+        self.available = trio.Event()  # set (and replaced) whenever released records can be fetched again
+
+    @staticmethod
+    def now_ms() -> int:
+        return math.ceil(trio.current_time() * 1000)
+
+    # ---- loading and writing ----------------------------------------------------------------------------
+    def load(self) -> None:
+        """The share-partitions and group configs the state topic holds (at start, and on a new master)."""
+        if self._loaded:
+            return
+        self._loaded = True
+        for key, value in self.state.state_items(GROUP_CONFIG):
+            at = len(GROUP_CONFIG)
+            (glen,) = _U16.unpack_from(key, at)
+            group = key[at + 2:at + 2 + glen].decode()
+            self.configs.setdefault(group, {})[key[at + 2 + glen:].decode()] = value.decode()
+        for key, value in self.state.state_items(SHARE_PARTITION):
+            group, topic, partition = _parse_partition_key(key)
+            self.partitions[(group, topic, partition)] = decode(value, **self._partition_settings(group))
+            self._saved[(group, topic, partition)] = value
+
+    async def persist(self, keys: Iterable[Key]) -> int:
+        """Write the share-partitions that changed, in one fsynced append; NOT_COORDINATOR when the
+        store refused it (the caller answers that instead of the acknowledgement)."""
+        records = []
+        for key in set(keys):
+            part = self.partitions.get(key)
+            if part is None:
+                continue
+            value = encode(part)
+            if self._saved.get(key) != value:
+                records.append((key, partition_key(*key), value))
+        if not records or self.state is None:
+            return ErrorCode.NONE
+        try:
+            await trio.to_thread.run_sync(self.state.write_state, [(k, v) for _, k, v in records])
+        except StoreError:
+            return ErrorCode.NOT_COORDINATOR
+        for key, _, value in records:
+            self._saved[key] = value
+        return ErrorCode.NONE
+
+    # ---- group configs ----------------------------------------------------------------------------------
+    def config(self, group: str, name: str) -> str:
+        value = self.configs.get(group, {}).get(name)
+        if value is not None:
+            return value
+        default = GROUP_CONFIGS[name]
+        if default is not None:
+            return default
+        s = self.settings
+        return str({"share.record.lock.duration.ms": s.lock_ms, "share.delivery.count.limit": s.delivery_limit,
+                    "share.session.timeout.ms": s.membership.session_timeout_ms,
+                    "share.heartbeat.interval.ms": s.membership.heartbeat_interval_ms}[name])
+
+    async def set_configs(self, group: str, changes: Mapping[str, str | None]) -> None:
+        """Set (or with None, delete) group configs, durably; raises StoreError when refused."""
+        if self.state is not None:
+            await trio.to_thread.run_sync(self.state.write_state,
+                                          [(config_key(group, n), None if v is None else v.encode())
+                                           for n, v in changes.items()])
+        current = self.configs.setdefault(group, {})
+        for name, value in changes.items():
+            if value is None:
+                current.pop(name, None)
+            else:
+                current[name] = value
+        for (g, _, _), part in self.partitions.items():
+            if g == group:
+                part.lock_ms = int(self.config(group, "share.record.lock.duration.ms"))
+                part.delivery_limit = int(self.config(group, "share.delivery.count.limit"))
+
+    def _partition_settings(self, group: str) -> dict:
+        return {"lock_ms": int(self.config(group, "share.record.lock.duration.ms")),
+                "delivery_limit": int(self.config(group, "share.delivery.count.limit")),
+                "max_in_flight": self.settings.max_in_flight}
+
+    def _membership(self, group: str) -> Settings:
+        return Settings(int(self.config(group, "share.session.timeout.ms")),
+                        int(self.config(group, "share.heartbeat.interval.ms")), self.settings.membership.max_size)
+
+    # ---- membership -------------------------------------------------------------------------------------
+    def clashes(self, group_id: str) -> bool:
+        """Is the id taken by a classic group with members or a consumer-protocol group?"""
+        if self.groups is None:
+            return False
+        classic = self.groups.groups.get(group_id)
+        return group_id in self.groups.consumer_groups or (
+            classic is not None and classic.state not in (GroupState.EMPTY, GroupState.DEAD))
+
+    async def heartbeat(self, group_id: str, beat: ShareHeartbeat, topics: Mapping[str, int],
+                        offsets: Offsets) -> ShareAnswer:
+        if not group_id:
+            return ShareAnswer(ErrorCode.INVALID_GROUP_ID, "GroupId can't be empty.")
+        self.load()
+        if group_id not in self.share_groups and self.clashes(group_id):
+            return ShareAnswer(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        group = self.share_groups.get(group_id)
+        if group is None:
+            if beat.member_epoch not in (0,):
+                return ShareAnswer(ErrorCode.UNKNOWN_MEMBER_ID,
+                                   f"Member {beat.member_id} is not a member of group {group_id}.")
+            group = self.share_groups[group_id] = ShareGroup(group_id, self._membership(group_id))
+        group.settings = self._membership(group_id)
+        answer = group.heartbeat(self.now_ms(), beat, topics)
+        if answer.error == ErrorCode.NONE and beat.member_epoch == -1:
+            self._member_gone(group_id, beat.member_id)
+        if answer.assignment:
+            changed = [self._initialize(group_id, t, p, offsets) for t, ps in answer.assignment.items() for p in ps]
+            error = await self.persist(k for k in changed if k is not None)
+            if error:
+                return ShareAnswer(error, "the share-partitions' state could not be written")
+        self._reschedule(group.next_deadline())
+        return answer
+
+    def _member_gone(self, group_id: str, member_id: str) -> None:
+        self.sessions.pop((group_id, member_id), None)
+        released = 0
+        for (g, _, _), part in self.partitions.items():
+            if g == group_id:
+                released += part.release_member(member_id)
+        if released:
+            self._notify()
+
+
+    # ---- share-partitions -------------------------------------------------------------------------------
+    def _initialize(self, group: str, topic: str, partition: int, offsets: Offsets) -> Key | None:
+        """The share-partition's start, the first time the group reads it: share.auto.offset.reset
+        ("latest": the high watermark, "earliest": the log start). None: not led here, or known."""
+        key = (group, topic, partition)
+        if key in self.partitions:
+            return None
+        bounds = offsets(topic, partition)
+        if bounds is None:
+            return None
+        log_start, high_watermark = bounds
+        start = log_start if self.config(group, "share.auto.offset.reset") == "earliest" else high_watermark
+        self.partitions[key] = SharePartition(start, **self._partition_settings(group))
+        return key
+
+    def partition(self, group: str, topic: str, partition: int, offsets: Offsets) -> SharePartition | None:
+        self.load()
+        self._initialize(group, topic, partition, offsets)
+        part = self.partitions.get((group, topic, partition))
+        if part is not None and part.start < (bounds := offsets(topic, partition) or (part.start, 0))[0]:
+            part.skip_to(bounds[0])  # retention or DeleteRecords removed records it had not delivered
+        return part
+
+    def acquire(self, group: str, member: str, topic: str, partition: int, max_records: int,
+                fetchable_end: int, offsets: Offsets) -> list[tuple[int, int, int]]:
+        part = self.partition(group, topic, partition, offsets)
+        if part is None:
+            return []
+        runs = part.acquire(self.now_ms(), member, max_records, fetchable_end)
+        self._reschedule(part.next_deadline())
+        return runs
+
+    def acknowledge(self, group: str, member: str, topic: str, partition: int,
+                    batches: Iterable[tuple[int, int, list[int]]]) -> int:
+        """Apply a partition's AcknowledgementBatches; INVALID_RECORD_STATE if any offset is not
+        acquired by the member (the valid batches before it still apply, as in Kafka)."""
+        part = self.partitions.get((group, topic, partition))
+        if part is None:
+            return ErrorCode.INVALID_RECORD_STATE
+        now = self.now_ms()
+        error = ErrorCode.NONE
+        released = False
+        for first, last, types in batches:
+            if not part.acknowledge(now, member, first, last, list(types)):
+                error = ErrorCode.INVALID_RECORD_STATE
+            elif any(t in (2,) for t in types):
+                released = True
+        if released:
+            self._notify()
+        return error
+
+    # ---- share sessions ---------------------------------------------------------------------------------
+    def session(self, group: str, member: str, epoch: int, wanted: Iterable[tuple[str, int]],
+                forgotten: Iterable[tuple[str, int]], *, acknowledge_only: bool = False) -> ShareSession | None:
+        """The member's session after this request (Kafka's ShareSessionCache.maybeCreateSession and
+        friends): epoch 0 opens a new one, -1 closes it (None), any other must be the next expected."""
+        key = (group, member)
+        if epoch == 0:
+            if acknowledge_only:
+                raise SessionError(ErrorCode.INVALID_SHARE_SESSION_EPOCH, "A new share session cannot acknowledge.")
+            if key not in self.sessions and len(self.sessions) >= self.settings.max_sessions:
+                raise SessionError(ErrorCode.SHARE_SESSION_LIMIT_REACHED,
+                                   "The limit of share sessions has been reached.")
+            session = self.sessions[key] = ShareSession(1, set(wanted))
+            return session
+        session = self.sessions.get(key)
+        if session is None:
+            raise SessionError(ErrorCode.SHARE_SESSION_NOT_FOUND, "The share session was not found.")
+        if epoch == -1:
+            del self.sessions[key]
+            return None
+        if epoch != session.epoch:
+            raise SessionError(ErrorCode.INVALID_SHARE_SESSION_EPOCH, "The share session epoch is invalid.")
+        session.epoch = epoch + 1 if epoch < 2**31 - 1 else 1
+        session.partitions |= set(wanted)
+        session.partitions -= set(forgotten)
+        return session
+
+    # ---- describing and deleting --------------------------------------------------------------------------
+    def describe(self, group_id: str) -> ShareGroup | None:
+        self.load()
+        return self.share_groups.get(group_id)
+
+    def group_state(self, group_id: str) -> str:
+        """Kafka's name for the share group's state: Stable with members, else Empty."""
+        group = self.share_groups.get(group_id)
+        return "Stable" if group is not None and group.members else "Empty"
+
+    def known_groups(self) -> set[str]:
+        self.load()
+        return set(self.share_groups) | {g for g, _, _ in self.partitions}
+
+    def group_partitions(self, group_id: str) -> dict[tuple[str, int], SharePartition]:
+        self.load()
+        return {(t, p): part for (g, t, p), part in self.partitions.items() if g == group_id}
+
+    async def delete(self, group_id: str) -> int:
+        """DeleteGroups / DeleteShareGroupState: an empty share group's state goes."""
+        group = self.share_groups.get(group_id)
+        if group is not None and group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        keys = [k for k in self.partitions if k[0] == group_id]
+        if group is None and not keys:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if self.state is not None:
+            try:
+                await trio.to_thread.run_sync(self.state.write_state, [(partition_key(*k), None) for k in keys])
+            except StoreError:
+                return ErrorCode.NOT_COORDINATOR
+        for key in keys:
+            del self.partitions[key]
+            self._saved.pop(key, None)
+        self.share_groups.pop(group_id, None)
+        return ErrorCode.NONE
+
+    async def reset(self, group_id: str, topic: str, partition: int, offset: int) -> int:
+        """AlterShareGroupOffsets: the share-partition starts again at `offset` (an empty group only)."""
+        group = self.share_groups.get(group_id)
+        if group is not None and group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        self.partitions[(group_id, topic, partition)] = SharePartition(offset, **self._partition_settings(group_id))
+        return await self.persist([(group_id, topic, partition)])
+
+    # ---- the clock --------------------------------------------------------------------------------------
+    def _notify(self) -> None:
+        self.available.set()
+        self.available = trio.Event()
+
+    def _reschedule(self, deadline: int | None) -> None:
+        if deadline is not None and deadline < self._scheduled:
+            self._wakeup.set()
+
+    def _next_deadline(self) -> float:
+        deadlines = [d for g in self.share_groups.values() if (d := g.next_deadline()) is not None]
+        deadlines += [d for p in self.partitions.values() if (d := p.next_deadline()) is not None]
+        return min(deadlines, default=math.inf)
+
+    async def run(self, topics: Callable[[], Mapping[str, int]]) -> None:
+        """Remove members whose session ran out and release records whose lock did, as they fall due."""
+        self.load()
+        while True:
+            self._scheduled = self._next_deadline()
+            with trio.move_on_at(self._scheduled / 1000):
+                await self._wakeup.wait()
+            self._wakeup = trio.Event()
+            now = self.now_ms()
+            released = 0
+            for group_id, group in list(self.share_groups.items()):
+                for member_id in group.expire(now, topics()):
+                    self._member_gone(group_id, member_id)
+            changed = []
+            for key, part in self.partitions.items():
+                if part.expire(now):
+                    released += 1
+                    changed.append(key)
+            if released:
+                self._notify()
+                await self.persist(changed)  # a refusal: written with the partition's next change
