@@ -9,6 +9,7 @@ import trio
 from broker.security import dynamic_tls
 from broker.security.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker
+from broker.handlers.group_configs import GROUP_RESOURCE, alter_group
 from broker.topic_configs import LIST, TOPIC_CONFIGS, config_error
 from broker.views.definition import view_of
 from protocol.codec import Request
@@ -191,6 +192,12 @@ async def handle_alter_configs(broker: Broker, request: Request):
         elif res.resource_type == TOPIC_RESOURCE:
             error, message = await _alter_topic(broker, res.resource_name, res.configs, incremental,
                                                 body.validate_only)
+        elif res.resource_type == GROUP_RESOURCE and not incremental:
+            error, message = ErrorCode.INVALID_REQUEST, "AlterConfigs does not take group configs: use IncrementalAlterConfigs"
+        elif res.resource_type == GROUP_RESOURCE and not broker.allowed(Op.ALTER_CONFIGS, Res.GROUP, res.resource_name):
+            error, message = ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
+        elif res.resource_type == GROUP_RESOURCE:
+            error, message = await alter_group(broker, res.resource_name, res.configs, body.validate_only)
         elif res.resource_type == BROKER_RESOURCE:
             error, message = await _alter_broker(broker, res.resource_name, res.configs, incremental,
                                                  body.validate_only)

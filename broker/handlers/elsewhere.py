@@ -102,6 +102,7 @@ REFUSALS: dict[str, tuple[str | None, Callable[[Request, int], Any]]] = {  # by 
     "LeaveGroup": ("group_id", _error_only),  # LeaveGroup (v3+: no members)
     "SyncGroup": ("group_id", _error_only),  # SyncGroup (no protocol, no assignment)
     "ConsumerGroupHeartbeat": ("group_id", _consumer_group_heartbeat),
+    "ShareGroupHeartbeat": ("group_id", _consumer_group_heartbeat),  # the same fields
     "InitProducerId": ("transactional_id", _init_producer_id),  # only with a transactional id: an idempotent producer's anywhere
     "AddPartitionsToTxn": ("v3_and_below_transactional_id", _add_partitions_to_txn),
     "AddOffsetsToTxn": ("transactional_id", _error_only),  # AddOffsetsToTxn

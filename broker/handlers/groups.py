@@ -18,6 +18,7 @@ from protocol.errors import ErrorCode
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 CLASSIC_GROUP_TYPE = "classic"
 CONSUMER_GROUP_TYPE = "consumer"  # KIP-848's (broker/groups/consumer_group.py)
+SHARE_GROUP_TYPE = "share"  # KIP-932's (broker/groups/share_group.py)
 # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: what a group allows without an authorizer
 GROUP_OPERATIONS = {3, 6, 8, 10, 11}
 # Kafka's Errors messages, sent where Kafka sends the error's default message
@@ -279,8 +280,11 @@ async def handle_list_groups(broker: Broker, request: Request):
     # a cluster's clients ask every node and merge the answers: a follower coordinates none
     following = not broker.topology.leading
     coordinator = broker.coordinator
-    for group_id, protocol_type, state in [] if following else coordinator.list_groups():
-        group_type = CONSUMER_GROUP_TYPE if group_id in coordinator.consumer_groups else CLASSIC_GROUP_TYPE
+    shares = [] if following else [(g, "share", broker.share.group_state(g)) for g in sorted(broker.share.known_groups())
+                                   if broker.coordinates(g)]
+    for group_id, protocol_type, state in ([] if following else coordinator.list_groups()) + shares:
+        group_type = (SHARE_GROUP_TYPE if protocol_type == "share" else CONSUMER_GROUP_TYPE
+                      if group_id in coordinator.consumer_groups else CLASSIC_GROUP_TYPE)
         if types is not None and group_type not in types:
             continue
         if not every and not broker.allowed(Op.DESCRIBE, Res.GROUP, group_id):
@@ -298,6 +302,7 @@ async def handle_delete_groups(broker: Broker, request: Request):
     results = [cls.DeletableGroupResult(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
                                         if not broker.allowed(Op.DELETE, Res.GROUP, g)
                                         else ErrorCode.NOT_COORDINATOR if not broker.coordinates(g)
+                                        else await broker.share.delete(g) if g in broker.share.known_groups()
                                         else await broker.coordinator.delete(g))
                for g in body.groups_names]
     return cls[version](throttle_time_ms=0, results=results)

@@ -9,7 +9,8 @@ from broker.security.acl import CLUSTER_NAME, Op, Res
 from broker.broker import TOPIC_TO_BROKER_CONFIG, Broker, topic_name_error
 from broker.config import SENSITIVE_SETTINGS, SETTINGS
 from broker.handlers.configs import topic_config_problem
-from broker.topic_configs import BOOLEAN, GREGOR_TOPIC_CONFIGS, LONG, PASSWORD, STRING, TOPIC_CONFIGS
+from broker.handlers.group_configs import GROUP_RESOURCE, describe_group
+from broker.topic_configs import BOOLEAN, GREGOR_TOPIC_CONFIGS, INT, LONG, PASSWORD, STRING, TOPIC_CONFIGS
 from broker.views.definition import is_view_config, view_config_error, view_of, views_of
 from protocol.codec import Request
 from protocol.errors import ErrorCode
@@ -18,6 +19,7 @@ from store import StoreError, TopicExists, UnknownTopic
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 GREGOR_ONLY = {name for name, _, _ in GREGOR_TOPIC_CONFIGS}
 DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 2, 4, 5
+DYNAMIC_GROUP_CONFIG = 8  # Kafka's ConfigSource for a group config set with IncrementalAlterConfigs
 TOPIC_REFUSED_MESSAGE = "Topic authorization failed."  # Kafka's Errors messages
 CLUSTER_REFUSED_MESSAGE = "Cluster authorization failed."
 
@@ -290,6 +292,15 @@ async def handle_describe_configs(broker: Broker, request: Request):
                     entries.append(Entry(name=setting, value=None if sensitive else text, read_only=False,
                                          config_source=DYNAMIC_BROKER_CONFIG, is_sensitive=sensitive, synonyms=[],
                                          config_type=PASSWORD if sensitive else STRING, documentation=None))
+        elif res.resource_type == GROUP_RESOURCE:
+            if not broker.allowed(Op.DESCRIBE_CONFIGS, Res.GROUP, res.resource_name):
+                error, message = ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
+            else:
+                for name, value, here in describe_group(broker, res.resource_name, keys):
+                    entries.append(Entry(name=name, value=value, read_only=False,
+                                         config_source=DYNAMIC_GROUP_CONFIG if here else DEFAULT_CONFIG,
+                                         is_sensitive=False, synonyms=[],
+                                         config_type=STRING if not value.isdigit() else INT, documentation=None))
         else:
             error, message = ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
         results.append(Result(error_code=error, error_message=message, resource_type=res.resource_type,

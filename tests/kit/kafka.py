@@ -52,6 +52,11 @@ SINGLE_NODE = {
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
 }
+# Kafka 4's share groups keep their state in __share_group_state (KIP-932)
+SINGLE_NODE_4 = {
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+}
 
 LOG4J = """\
 log4j.rootLogger={level}, file
@@ -83,7 +88,12 @@ class KafkaUnavailable(RuntimeError):
 
 
 def kafka_libs(version: str = KAFKA_VERSION) -> Path:
+    """The jars of Kafka `version`; a release other than bin/setup's (3.9.0) is resolved from Maven
+    Central the first time a test needs it (bin/setup-kafka: idempotent, locked, never fails)."""
     libs = ROOT / ".cache" / "kafka" / version
+    if not (libs / ".resolved").exists() and version != KAFKA_VERSION:
+        subprocess.run(["bash", str(ROOT / "bin" / "setup-kafka")], env={**os.environ, "GREGOR_KAFKA_VERSION": version},
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     if not (libs / ".resolved").exists():
         log = ROOT / ".cache" / "kafka" / f"{version}.log"
         why = log.read_text(errors="replace")[-600:] if log.exists() else "bin/setup-kafka has not run"
@@ -190,6 +200,7 @@ class KafkaBroker:
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(self.data_dir / "logs"),
             **(SINGLE_NODE if self.quorum is None else {}),
+            **(SINGLE_NODE_4 if self.quorum is None and not self.version.startswith("3.") else {}),
             **self._sasl_config(settings),
             **settings,
         }

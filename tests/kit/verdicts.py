@@ -69,9 +69,15 @@ def _clusters(config: pytest.Config) -> bool:
     return bool(cluster) or os.environ.get("GREGOR_COMPAT_CLUSTER") == "1"
 
 
+def cell_version(item: pytest.Item) -> str:
+    """The Kafka release a cell runs against: its `kafka_version` mark's, else the suite's (3.9.0)."""
+    mark = item.get_closest_marker("kafka_version")
+    return mark.args[0] if mark is not None else _kafka_version()
+
+
 def cell_key(item: pytest.Item) -> str:
     """The hash of what decides a Kafka cell's outcome."""
-    parts = [item.nodeid, _source(getattr(item, "function", item)), f"kafka={_kafka_version()}",
+    parts = [item.nodeid, _source(getattr(item, "function", item)), f"kafka={cell_version(item)}",
              f"cluster={_clusters(item.config)}"]
     fixtures = getattr(item, "_fixtureinfo", None)
     for name, defs in sorted((fixtures.name2fixturedefs if fixtures else {}).items()):
@@ -88,6 +94,7 @@ class _Verdicts:
         self.recorded: dict[str, dict] = json.loads(VERDICTS.read_text()) if VERDICTS.exists() else {}
         self.answered: list[str] = []  # node ids answered from a recorded verdict
         self.cells: dict[str, str] = {}  # node id -> key, Kafka cells that run
+        self.versions: dict[str, str] = {}  # node id -> Kafka release, of cells that run
         self.phases: dict[str, dict[str, tuple[str, str]]] = {}  # node id -> phase -> (outcome, reason)
 
     def outcome(self, nodeid: str) -> tuple[str, str]:
@@ -127,6 +134,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             answered.append(item)
         else:
             state.cells[item.nodeid] = key
+            state.versions[item.nodeid] = cell_version(item)
             keep.append(item)
     if answered:
         state.answered = [item.nodeid for item in answered]
@@ -161,6 +169,7 @@ def pytest_testnodedown(node, error) -> None:
     if state is not None and found:
         found = json.loads(found)
         state.cells.update(found["cells"])
+        state.versions.update(found.get("versions", {}))
         state.answered = sorted(set(state.answered) | set(found["answered"]))
 
 
@@ -170,7 +179,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker: its controller records the verdicts
-        workeroutput["gregor_kafka_cells"] = json.dumps({"cells": state.cells, "answered": state.answered})
+        workeroutput["gregor_kafka_cells"] = json.dumps({"cells": state.cells, "versions": state.versions,
+                                                           "answered": state.answered})
         return
     if not state.cells:
         return
@@ -188,7 +198,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         for stale in [k for k, v in updated.items()
                       if v["test"] == nodeid and v.get("cluster", False) == clusters and k != key]:
             del updated[stale]  # the cell's test or fixtures changed: its old key is gone for good
-        entry = {"test": nodeid, "outcome": outcome, "kafka": version}
+        entry = {"test": nodeid, "outcome": outcome, "kafka": state.versions.get(nodeid, version)}
         if clusters:
             entry["cluster"] = True
         if reason and outcome != "passed":

@@ -1,0 +1,83 @@
+"""Configs of a GROUP resource (resource type 32, KIP-848's and KIP-932's group configs): what
+IncrementalAlterConfigs sets and DescribeConfigs shows for one group id (Kafka's GroupConfig and
+GroupConfigManager). The share groups' settings are kept by broker/groups/share_coordinator.py,
+durably; a setting Gregor does not apply yet is refused with INVALID_CONFIG, never kept unused."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.groups.share_coordinator import GROUP_CONFIGS
+from protocol.errors import ErrorCode
+from store import StoreError
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+GROUP_RESOURCE = 32
+SET, DELETE = 0, 1  # IncrementalAlterConfigs operations; APPEND and SUBTRACT are for lists
+NOT_YET = ("errors.deadletterqueue.topic.name", "errors.deadletterqueue.copy.record.enable")
+KNOWN_ELSEWHERE = ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms",
+                   "consumer.assignment.interval.ms", "share.assignment.interval.ms",
+                   "share.assignor.offload.enable", "share.renew.acknowledge.enable")
+
+
+def _problem(broker: Broker, name: str, value: str | None) -> str | None:
+    """Kafka's message for a value it refuses (or Gregor's for a setting it does not apply)."""
+    if name in NOT_YET or name in KNOWN_ELSEWHERE:
+        return f"gregor: the group config {name} is not supported yet"
+    if name not in GROUP_CONFIGS:
+        return f"Unknown group config name: {name}"
+    if value is None:
+        return None
+    config = broker.config
+    if name == "share.auto.offset.reset":
+        if value not in ("earliest", "latest"):
+            return (f"Invalid value {value} for configuration share.auto.offset.reset: "
+                    "Gregor takes earliest or latest (by_duration: is not supported yet)")
+    elif name == "share.isolation.level":
+        if value not in ("read_committed", "read_uncommitted"):
+            return (f"Invalid value {value} for configuration share.isolation.level: "
+                    "String must be one of: read_committed, read_uncommitted")
+    else:
+        try:
+            number = int(value)
+        except ValueError:
+            return f"Invalid value {value} for configuration {name}: Not a number of type INT"
+        bounds = {"share.record.lock.duration.ms": (config["group.share.min.record.lock.duration.ms"],
+                                                    config["group.share.max.record.lock.duration.ms"]),
+                  "share.delivery.count.limit": (config["group.share.min.delivery.count.limit"],
+                                                 config["group.share.max.delivery.count.limit"]),
+                  "share.session.timeout.ms": (1, 2**31 - 1),
+                  "share.heartbeat.interval.ms": (1, 2**31 - 1)}[name]
+        if not bounds[0] <= number <= bounds[1]:
+            return (f"Invalid value {value} for configuration {name}: Value must be between "
+                    f"{bounds[0]} and {bounds[1]}")
+    return None
+
+
+async def alter_group(broker: Broker, group: str, configs, validate_only: bool) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs on one GROUP resource."""
+    changes: dict[str, str | None] = {}
+    for c in configs:
+        if c.config_operation not in (SET, DELETE):
+            return ErrorCode.INVALID_CONFIG, f"Config {c.name} is not a list: only SET and DELETE apply"
+        value = c.value if c.config_operation == SET else None
+        problem = _problem(broker, c.name, value)
+        if problem:
+            return ErrorCode.INVALID_CONFIG, problem
+        changes[c.name] = value
+    if validate_only or not changes:
+        return ErrorCode.NONE, None
+    try:
+        await broker.share.set_configs(group, changes)
+    except StoreError as exc:
+        return ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
+    return ErrorCode.NONE, None
+
+
+def describe_group(broker: Broker, group: str, keys: set[str] | None) -> list[tuple[str, str, bool]]:
+    """(name, value, set for this group) of every group config Gregor applies."""
+    set_here = broker.share.configs.get(group, {})
+    return [(name, broker.share.config(group, name), name in set_here)
+            for name in sorted(GROUP_CONFIGS) if name not in NOT_YET and (keys is None or name in keys)]

@@ -1,0 +1,292 @@
+"""ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch and ShareAcknowledge: share groups of
+KIP-932 (Kafka's KafkaApis.handleShareGroupHeartbeat, handleShareFetchRequest and friends). Topics
+travel by id on the wire and by name in broker/groups/share_coordinator.py; this module
+translates, reads the acquired records' batches from the store, and waits for records the way
+Fetch does (an append, or released records, or MaxWaitMs)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+import trio
+
+from broker.groups.share_coordinator import SessionError
+from broker.groups.share_group import ShareHeartbeat
+from broker.net.peer import peer_host
+from broker.security.acl import Op, Res
+from protocol.codec import Request
+from protocol.errors import ErrorCode
+from store import CorruptData, OffsetOutOfRange, UnknownPartition, UnknownTopic
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+READ_COMMITTED = "read_committed"
+
+
+def _names(broker: Broker) -> dict[uuid.UUID, str]:
+    return {meta.topic_id: name for name, meta in broker.store.topics().items() if not name.startswith("__")}
+
+
+async def handle_share_group_heartbeat(broker: Broker, request: Request):
+    body = request.body
+    cls = request.spec.response[request.header.api_version]
+    if not broker.allowed(Op.READ, Res.GROUP, body.group_id):
+        return cls(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None,
+                   member_id=None, member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
+    subscribed = None
+    if body.subscribed_topic_names is not None:  # topics it may not describe are left out, as Kafka does
+        subscribed = tuple(t for t in body.subscribed_topic_names if broker.permits(Op.DESCRIBE, Res.TOPIC, t))
+    beat = ShareHeartbeat(member_id=body.member_id, member_epoch=body.member_epoch, rack_id=body.rack_id,
+                          subscribed_names=subscribed, client_id=request.header.client_id or "",
+                          client_host=peer_host.get())
+    answer = await broker.share.heartbeat(body.group_id, beat, broker.share_topics(), broker.share_offsets)
+    assignment = None
+    if answer.assignment is not None:
+        ids = {name: meta.topic_id for name, meta in broker.store.topics().items()}
+        assignment = cls.Assignment(topic_partitions=[
+            cls.Assignment.TopicPartitions(topic_id=ids[t], partitions=sorted(ps))
+            for t, ps in sorted(answer.assignment.items()) if t in ids])
+    return cls(throttle_time_ms=0, error_code=answer.error, error_message=answer.message,
+               member_id=answer.member_id if not answer.error else None,
+               member_epoch=answer.member_epoch if not answer.error else -1,
+               heartbeat_interval_ms=answer.heartbeat_interval_ms, assignment=assignment)
+
+
+async def handle_share_group_describe(broker: Broker, request: Request):
+    cls = request.spec.response[request.header.api_version]
+    Group = cls.DescribedGroup
+    Member = Group.Member
+    Assignment = Member.Assignment
+    Partitions = Assignment.TopicPartitions
+    topics = broker.store.topics()
+    groups = []
+    for group_id in request.body.group_ids:
+        def failed(code: int, message: str | None) -> object:
+            return Group(error_code=code, error_message=message, group_id=group_id, group_state="Dead",
+                         group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[])
+        if not broker.allowed(Op.DESCRIBE, Res.GROUP, group_id):
+            groups.append(failed(ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
+            continue
+        if not broker.coordinates(group_id):
+            groups.append(failed(ErrorCode.NOT_COORDINATOR, None))
+            continue
+        group = broker.share.describe(group_id)
+        if group is None:
+            if broker.share.clashes(group_id) or broker.coordinator.consumer_group(group_id) is not None:
+                groups.append(failed(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."))
+            elif group_id in broker.share.known_groups():
+                groups.append(Group(error_code=0, error_message=None, group_id=group_id, group_state="Empty",
+                                    group_epoch=0, assignment_epoch=0, assignor_name="simple", members=[]))
+            else:
+                groups.append(failed(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."))
+            continue
+        members = [Member(member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.epoch, client_id=m.client_id,
+                          client_host=m.client_host, subscribed_topic_names=sorted(m.subscribed),
+                          assignment=Assignment(topic_partitions=[
+                              Partitions(topic_id=topics[t].topic_id, topic_name=t, partitions=sorted(ps))
+                              for t, ps in sorted(m.assignment.items()) if t in topics]))
+                   for m in group.members.values()]
+        groups.append(Group(error_code=0, error_message=None, group_id=group_id, group_state=group.state.capitalize(),
+                            group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+                            assignor_name="simple", members=members))
+    return cls(throttle_time_ms=0, groups=groups)
+
+
+def _acknowledge(broker: Broker, body, names, member: str, refused: set[str]) -> tuple[dict, list]:
+    """Apply the request's acknowledgement batches: {(topic, partition): error}, and the keys to write."""
+    results, changed = {}, []
+    for t in body.topics:
+        name = names.get(t.topic_id)
+        for p in t.partitions:
+            if not p.acknowledgement_batches:
+                continue
+            if name is None:
+                results[(t.topic_id, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            if name in refused:
+                results[(t.topic_id, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
+            batches = [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in p.acknowledgement_batches]
+            results[(t.topic_id, p.partition_index)] = broker.share.acknowledge(
+                body.group_id, member, name, p.partition_index, batches)
+            changed.append((body.group_id, name, p.partition_index))
+    return results, changed
+
+
+def _read_acquired(broker: Broker, topic: str, partition: int, runs, committed: bool) -> bytes:
+    """The batches holding the acquired offsets, whole (clients keep only the acquired records)."""
+    out, covered = [], -1
+    for first, last, _ in runs:
+        offset = max(first, covered + 1)
+        while offset <= last:
+            result = broker.store.read(topic, partition, offset, 1 << 20, committed)
+            if not result.batches:
+                break
+            for batch in result.batches:
+                base = int.from_bytes(batch[0:8], "big")
+                end = base + int.from_bytes(batch[23:27], "big")  # last offset delta
+                if end < offset:
+                    continue
+                out.append(bytes(batch))
+                covered = end
+                if end >= last:
+                    break
+            offset = covered + 1
+    return b"".join(out)
+
+
+async def handle_share_fetch(broker: Broker, request: Request):
+    body = request.body
+    version = request.header.api_version
+    cls = request.spec.response[version]
+    Topic = cls.ShareFetchableTopicResponse
+    Partition = Topic.PartitionData
+    share = broker.share
+    group_id, member = body.group_id or "", body.member_id or ""
+    lock_ms = int(share.config(group_id, "share.record.lock.duration.ms")) if group_id else 0
+
+    def answer(error: int, message: str | None = None, parts=None) -> object:
+        topics = {}
+        for (topic_id, index), fields in sorted((parts or {}).items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+            topics.setdefault(topic_id, []).append(Partition(
+                partition_index=index, error_code=fields.get("error", 0), error_message=None,
+                acknowledge_error_code=fields.get("ack", 0), acknowledge_error_message=None,
+                current_leader=Partition.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+                records=fields.get("records", b""), acquired_records=[
+                    Partition.AcquiredRecords(first_offset=f, last_offset=l, delivery_count=c)
+                    for f, l, c in fields.get("acquired", ())]))
+        return cls(throttle_time_ms=0, error_code=error, error_message=message, acquisition_lock_timeout_ms=lock_ms,
+                   responses=[Topic(topic_id=t, partitions=ps) for t, ps in topics.items()], node_endpoints=[])
+
+    if not group_id:
+        return answer(ErrorCode.INVALID_REQUEST, "GroupId must be set.")
+    if not broker.allowed(Op.READ, Res.GROUP, group_id):
+        return answer(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    share.load()
+    names = _names(broker)
+    ids = {name: topic_id for topic_id, name in names.items()}
+    refused = {n for n in {names.get(t.topic_id) for t in body.topics} if n and not broker.allowed(Op.READ, Res.TOPIC, n)}
+    wanted = [(names[t.topic_id], p.partition_index) for t in body.topics if t.topic_id in names
+              for p in t.partitions]
+    forgotten = [(names[t.topic_id], p) for t in body.forgotten_topics_data if t.topic_id in names for p in t.partitions]
+    try:
+        session = share.session(group_id, member, body.share_session_epoch, wanted, forgotten)
+    except SessionError as exc:
+        return answer(exc.code, str(exc))
+    acks, changed = _acknowledge(broker, body, names, member, refused)
+    parts: dict = {}
+    for key, error in acks.items():
+        parts.setdefault(key, {})["ack"] = error
+    for t in body.topics:  # partitions named by an id this broker does not know
+        if t.topic_id not in names:
+            for p in t.partitions:
+                parts.setdefault((t.topic_id, p.partition_index), {})["error"] = ErrorCode.UNKNOWN_TOPIC_ID
+    renewing = version >= 2 and body.is_renew_ack  # a request that renews locks fetches nothing (KIP-1222)
+    if session is not None and not renewing:
+        isolation = share.config(group_id, "share.isolation.level")
+        committed = isolation == READ_COMMITTED
+        # membership is not checked here: Kafka 4.4's share-partition leaders serve any member id
+        fetchable = sorted(session.partitions)
+        if body.share_session_epoch == 0:
+            for topic, p in fetchable:
+                parts.setdefault((ids[topic], p), {})
+        deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
+        max_records = body.max_records if version >= 1 and body.max_records > 0 else 500
+        while True:
+            got = _acquire(broker, group_id, member, fetchable, refused, ids, parts, max_records, committed)
+            if got or trio.current_time() >= deadline or not fetchable:
+                break
+            event = trio.Event()
+            released = share.available
+            keys = [(t, p) for t, p in fetchable]
+            broker.appends.register(keys, event)
+            try:
+                with trio.move_on_at(deadline):
+                    async with trio.open_nursery() as nursery:
+                        async def either(wait) -> None:
+                            await wait()
+                            nursery.cancel_scope.cancel()
+                        nursery.start_soon(either, event.wait)
+                        nursery.start_soon(either, released.wait)
+            finally:
+                broker.appends.unregister(keys, event)
+    error = await share.persist(changed)
+    if error:
+        for key in acks:
+            parts[key]["ack"] = error
+    return answer(ErrorCode.NONE, None, parts)
+
+
+def _acquire(broker: Broker, group_id: str, member: str, fetchable, refused, ids, parts, max_records: int,
+             committed: bool) -> int:
+    """Acquire and read records of the session's partitions, up to max_records in all; how many."""
+    got = 0
+    for topic, p in fetchable:
+        key = (ids.get(topic), p)
+        if key[0] is None:
+            continue
+        if topic in refused:
+            parts.setdefault(key, {})["error"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            continue
+        if not broker.topology.leads(topic, p):
+            parts.setdefault(key, {})["error"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            continue
+        if got >= max_records:
+            continue
+        store = broker.store
+        try:
+            end = store.last_stable_offset(topic, p) if committed else store.high_watermark(topic, p)
+            runs = broker.share.acquire(group_id, member, topic, p, max_records - got, end, broker.share_offsets)
+            if not runs:
+                continue
+            records = _read_acquired(broker, topic, p, runs, committed)
+        except (UnknownTopic, UnknownPartition):
+            parts.setdefault(key, {})["error"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        except (OffsetOutOfRange, CorruptData):
+            parts.setdefault(key, {})["error"] = ErrorCode.CORRUPT_MESSAGE
+            continue
+        fields = parts.setdefault(key, {})
+        fields["records"] = records
+        fields["acquired"] = runs
+        got += sum(last - first + 1 for first, last, _ in runs)
+    return got
+
+
+async def handle_share_acknowledge(broker: Broker, request: Request):
+    body = request.body
+    version = request.header.api_version
+    cls = request.spec.response[version]
+    Topic = cls.ShareAcknowledgeTopicResponse
+    Partition = Topic.PartitionData
+    share = broker.share
+    group_id, member = body.group_id or "", body.member_id or ""
+    lock_ms = int(share.config(group_id, "share.record.lock.duration.ms")) if group_id else 0
+
+    def answer(error: int, message: str | None = None, results=None) -> object:
+        topics = {}
+        for (topic_id, index), code in (results or {}).items():
+            topics.setdefault(topic_id, []).append(Partition(
+                partition_index=index, error_code=code, error_message=None,
+                current_leader=Partition.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1)))
+        return cls(throttle_time_ms=0, error_code=error, error_message=message, acquisition_lock_timeout_ms=lock_ms,
+                   responses=[Topic(topic_id=t, partitions=ps) for t, ps in topics.items()], node_endpoints=[])
+
+    if not group_id:
+        return answer(ErrorCode.INVALID_REQUEST, "GroupId must be set.")
+    if not broker.allowed(Op.READ, Res.GROUP, group_id):
+        return answer(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    share.load()
+    names = _names(broker)
+    refused = {n for n in {names.get(t.topic_id) for t in body.topics} if n and not broker.allowed(Op.READ, Res.TOPIC, n)}
+    try:
+        share.session(group_id, member, body.share_session_epoch, [], [], acknowledge_only=True)
+    except SessionError as exc:
+        return answer(exc.code, str(exc))
+    results, changed = _acknowledge(broker, body, names, member, refused)
+    error = await share.persist(changed)
+    if error:
+        results = {key: error for key in results}
+    return answer(ErrorCode.NONE, None, results)

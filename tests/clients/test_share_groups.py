@@ -1,0 +1,371 @@
+"""Share groups (KIP-932) through confluent-kafka 2.16's ShareConsumer, each scenario against
+Gregor and against Apache Kafka 4.4.0 (the first release line with share groups on by default):
+members of one group read one partition cooperatively, each record going to one of them;
+explicit acknowledgement RELEASEs a record (it comes back with delivery count 2) or REJECTs it
+(it never comes back); a record whose acquisition lock runs out goes to another member; a record
+released up to the delivery count limit is archived; the group is described as a share group.
+Gregor only: a kill -9 in mid-flight loses nothing unacknowledged and redelivers nothing
+acknowledged."""
+
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+from collections import Counter
+
+import pytest
+from confluent_kafka import Consumer, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+
+from tests.kit.both import GREGOR, KAFKA
+from tests.kit.gregor import start_broker
+from kafka.protocol.admin import ListGroupsRequest
+
+from protocol.errors import ErrorCode
+from protocol.kip932 import (
+    ShareAcknowledgeRequest,
+    ShareFetchRequest,
+    ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
+)
+from tests.kit.inprocess import InProcessBroker
+from tests.kit.kafka import KafkaBroker, KafkaUnavailable
+from tests.kit.wire import WireClient
+
+KAFKA_4 = "4.4.0"
+LOCK_MS = 2000
+# the same settings on both brokers: short locks, so expiry shows within a test
+SETTINGS = {"group.share.min.record.lock.duration.ms": "1000", "group.share.record.lock.duration.ms": str(LOCK_MS),
+            "group.share.delivery.count.limit": "3"}
+try:
+    from confluent_kafka import AcknowledgeType
+except ImportError:  # pragma: no cover - confluent-kafka before 2.16
+    AcknowledgeType = None
+
+pytestmark = [pytest.mark.skipif(AcknowledgeType is None, reason="confluent-kafka 2.16 or later has ShareConsumer"),
+              pytest.mark.kafka_version(KAFKA_4)]
+
+
+@pytest.fixture(params=[GREGOR, KAFKA])
+def broker(request, tmp_path):
+    if request.param == GREGOR:
+        with InProcessBroker(tmp_path / "data", **SETTINGS) as b:
+            yield b
+        return
+    try:
+        kafka = KafkaBroker(tmp_path / "kafka", dict(SETTINGS), version=KAFKA_4)
+    except KafkaUnavailable as e:
+        pytest.skip(f"NOT RUN against Apache Kafka: {e}")
+    kafka.start()
+    try:
+        yield kafka
+    finally:
+        kafka.stop()
+
+
+def _setup(bootstrap: str, topic: str, group: str, records: int, **group_configs: str) -> None:
+    """The topic with `records` records, and the group reading it from the earliest."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    configs = {"share.auto.offset.reset": "earliest", **group_configs}
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(records):
+        producer.produce(topic, str(i).encode())
+    producer.flush(30)
+
+
+def _member(bootstrap: str, group: str, topic: str, explicit: bool = False) -> ShareConsumer:
+    config = {"bootstrap.servers": bootstrap, "group.id": group}
+    if explicit:
+        config["share.acknowledgement.mode"] = "explicit"
+    member = ShareConsumer(config)
+    member.subscribe([topic])
+    return member
+
+
+def _poll(member: ShareConsumer, seconds: float = 1.0) -> list:
+    messages = member.poll(seconds) or []
+    for m in messages:
+        assert m.error() is None, m.error()
+    return messages
+
+
+def test_three_members_share_one_partition_each_record_once(broker):
+    _setup(broker.bootstrap, "jobs", "workers", 0)
+    members = [_member(broker.bootstrap, "workers", "jobs") for _ in range(3)]
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    got: dict[int, list[int]] = {i: [] for i in range(3)}
+    try:
+        deadline = time.monotonic() + 90
+        sent = 0
+        while time.monotonic() < deadline and sum(map(len, got.values())) < 300:
+            if sent < 300:  # a few records at a time, while every member polls
+                for _ in range(10):
+                    producer.produce("jobs", str(sent).encode())
+                    sent += 1
+                producer.flush(10)
+            for i, member in enumerate(members):
+                got[i] += [int(m.value()) for m in _poll(member, 0.2)]
+        everything = [v for vs in got.values() for v in vs]
+        assert sorted(everything) == list(range(300))  # each record to exactly one member
+        assert sum(1 for vs in got.values() if vs) >= 2, {i: len(vs) for i, vs in got.items()}
+        client = WireClient(broker.bootstrap)  # confluent-kafka 2.16's AdminClient has no share group type
+        try:
+            listed = client.request(ListGroupsRequest[5](states_filter=[], types_filter=["share"])).groups
+        finally:
+            client.close()
+        assert [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in listed] == [
+            ("workers", "share", "Stable", "share")]
+    finally:
+        for member in members:
+            member.close()
+
+
+def test_released_records_come_back_counted_and_rejected_ones_never(broker):
+    _setup(broker.bootstrap, "tasks", "handlers", 10)
+    member = _member(broker.bootstrap, "handlers", "tasks", explicit=True)
+    seen: list[tuple[int, int]] = []  # (value, delivery count)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len({v for v, _ in seen}) < 10 or (
+                time.monotonic() < deadline and not any(v == 3 and c == 2 for v, c in seen)):
+            for m in _poll(member):
+                value = int(m.value())
+                seen.append((value, m.delivery_count()))
+                if value == 3 and m.delivery_count() == 1:
+                    member.acknowledge(m, AcknowledgeType.RELEASE)
+                elif value == 5:
+                    member.acknowledge(m, AcknowledgeType.REJECT)
+                else:
+                    member.acknowledge(m, AcknowledgeType.ACCEPT)
+            member.commit_sync()
+        extra = []  # nothing else comes back: 5 was rejected, the rest accepted
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            extra += [int(m.value()) for m in _poll(member, 0.5)]
+        counts = Counter(v for v, _ in seen)
+        assert counts[3] == 2 and (3, 2) in seen
+        assert counts[5] == 1 and all(counts[v] == 1 for v in range(10) if v != 3)
+        assert extra == []
+    finally:
+        member.close()
+
+
+def test_an_expired_lock_sends_the_records_to_another_member(broker):
+    _setup(broker.bootstrap, "expiring", "slow-and-fast", 5)
+    slow = _member(broker.bootstrap, "slow-and-fast", "expiring", explicit=True)
+    fast = _member(broker.bootstrap, "slow-and-fast", "expiring", explicit=True)
+    try:
+        taken: list = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(taken) < 5:
+            taken += _poll(slow)  # acquired, never acknowledged: slow stops polling after this
+        assert sorted(int(m.value()) for m in taken) == list(range(5))
+        again: list = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(again) < 5:
+            for m in _poll(fast):
+                again.append((int(m.value()), m.delivery_count()))
+                fast.acknowledge(m, AcknowledgeType.ACCEPT)
+            fast.commit_sync()
+        assert sorted(again) == [(v, 2) for v in range(5)]
+    finally:
+        fast.close()
+        slow.close()
+
+
+def test_a_record_released_up_to_the_delivery_limit_is_archived(broker):
+    _setup(broker.bootstrap, "poison", "retriers", 1)  # share.delivery.count.limit=3 on both brokers
+    member = _member(broker.bootstrap, "retriers", "poison", explicit=True)
+    counts = []
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(counts) < 3:
+            for m in _poll(member):
+                counts.append(m.delivery_count())
+                member.acknowledge(m, AcknowledgeType.RELEASE)
+            member.commit_sync()
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            counts += [m.delivery_count() for m in _poll(member, 0.5)]
+        assert counts == [1, 2, 3]
+    finally:
+        member.close()
+
+
+def test_the_group_describes_as_a_share_group_with_its_members(broker):
+    _setup(broker.bootstrap, "described", "describers", 3)
+    members = [_member(broker.bootstrap, "describers", "described") for _ in range(2)]
+    try:
+        read = 0
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and read < 3:
+            for member in members:
+                read += len(_poll(member, 0.3))
+        client = WireClient(broker.bootstrap)
+        try:
+            deadline = time.monotonic() + 30
+            while True:  # ShareGroupDescribe (confluent-kafka 2.16's AdminClient has no call for it)
+                (group,) = client.request(ShareGroupDescribeRequest[1](
+                    group_ids=["describers"], include_authorized_operations=False)).groups
+                if len(group.members) == 2 or time.monotonic() > deadline:
+                    break
+                for member in members:
+                    _poll(member, 0.3)
+        finally:
+            client.close()
+        assert (group.error_code, group.group_state, group.assignor_name) == (0, "Stable", "simple")
+        assert len(group.members) == 2 and group.group_epoch >= 2
+        assert all([(t.topic_name, t.partitions) for t in m.assignment.topic_partitions] == [("described", [0])]
+                   for m in group.members)  # more members than partitions: both read partition 0
+    finally:
+        for member in members:
+            member.close()
+
+
+def test_a_consumer_group_id_is_not_a_share_group(broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("plain", 1, 1)])["plain"].result(timeout=30)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "taken", "group.protocol": "consumer"})
+    consumer.subscribe(["plain"])
+    member = None
+    try:
+        deadline = time.monotonic() + 30
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        member = _member(broker.bootstrap, "taken", "plain")
+        errors = []
+        deadline = time.monotonic() + 10
+        got = []
+        while time.monotonic() < deadline:
+            try:
+                got += _poll(member, 0.5)
+            except Exception as exc:  # the client raises the group's error to the application
+                errors.append(str(exc))
+                break
+        assert got == []
+    finally:
+        consumer.close()
+        if member is not None:
+            member.close()
+
+
+@pytest.mark.parametrize("kind", [GREGOR])
+def test_kill_9_mid_flight_redelivers_only_what_was_not_acknowledged(kind, tmp_path):
+    broker = start_broker(tmp_path, **SETTINGS)
+    try:
+        _setup(broker.bootstrap, "durable", "survivors", 20)
+        member = _member(broker.bootstrap, "survivors", "durable", explicit=True)
+        accepted, held = set(), set()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(accepted) + len(held) < 20:
+            for m in _poll(member):
+                value = int(m.value())
+                if value % 2 == 0:
+                    member.acknowledge(m, AcknowledgeType.ACCEPT)
+                    accepted.add(value)
+                else:
+                    held.add(value)  # acquired, not acknowledged when the broker dies
+            member.commit_sync()
+        assert len(accepted) == 10 and len(held) == 10
+        broker.stop(signal.SIGKILL)
+        member.close()
+        broker.start()
+        after = _member(broker.bootstrap, "survivors", "durable")
+        again = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(again) < 10:
+            again += [int(m.value()) for m in _poll(after)]
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            again += [int(m.value()) for m in _poll(after, 0.5)]
+        after.close()
+        assert sorted(again) == sorted(held)  # nothing acknowledged came back, nothing held was lost
+    finally:
+        broker.stop()
+
+
+def _topic_id(client: WireClient, topic: str):
+    from kafka.protocol.metadata import MetadataRequest
+    answer = client.request(MetadataRequest[12](topics=[MetadataRequest[12].MetadataRequestTopic(topic_id=None, name=topic)],
+                                                allow_auto_topic_creation=False,
+                                                include_topic_authorized_operations=False))
+    return answer.topics[0].topic_id
+
+
+def test_bad_share_requests_get_kafkas_errors(broker):
+    """On the wire, the same requests to both brokers: a ShareGroupHeartbeat for a consumer group's
+    id, a ShareFetch with a wrong session epoch, and acknowledgements of an offset never acquired
+    and of one acknowledged already. (A ShareFetch from a non-member is served by Kafka 4.4 as any
+    other, records acquired: no error to compare.)"""
+    _setup(broker.bootstrap, "strict", "strict-group", 3)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "classic-owner",
+                         "group.protocol": "consumer"})
+    consumer.subscribe(["strict"])
+    client = WireClient(broker.bootstrap)
+    try:
+        deadline = time.monotonic() + 30
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        clash = client.request(ShareGroupHeartbeatRequest[1](
+            group_id="classic-owner", member_id=str(uuid.uuid4()), member_epoch=0, rack_id=None,
+            subscribed_topic_names=["strict"]))
+        assert clash.error_code == ErrorCode.GROUP_ID_NOT_FOUND, clash
+        member = str(uuid.uuid4())
+        joined = client.request(ShareGroupHeartbeatRequest[1](
+            group_id="strict-group", member_id=member, member_epoch=0, rack_id=None,
+            subscribed_topic_names=["strict"]))
+        assert joined.error_code == 0 and joined.member_epoch > 0
+        topic_id = _topic_id(client, "strict")
+        Fetch = ShareFetchRequest[1]
+        Part = Fetch.FetchTopic.FetchPartition
+
+        def fetch(who: str, epoch: int, acks=()) -> object:
+            return client.request(Fetch(
+                group_id="strict-group", member_id=who, share_session_epoch=epoch, max_wait_ms=2000, min_bytes=1,
+                max_bytes=1 << 20, max_records=100, batch_size=100,
+                topics=[Fetch.FetchTopic(topic_id=topic_id, partitions=[Part(partition_index=0, acknowledgement_batches=[
+                    Part.AcknowledgementBatch(first_offset=f, last_offset=l, acknowledge_types=[t]) for f, l, t in acks])])],
+                forgotten_topics_data=[]))
+
+        first = None
+        deadline = time.monotonic() + 30
+        epoch = 0
+        while time.monotonic() < deadline:  # the group's start is initialized asynchronously by Kafka
+            first = fetch(member, epoch)
+            epoch += 1
+            assert first.error_code == 0, first
+            if first.responses and first.responses[0].partitions[0].acquired_records:
+                break
+        acquired = first.responses[0].partitions[0].acquired_records
+        assert [(a.first_offset, a.last_offset, a.delivery_count) for a in acquired] == [(0, 2, 1)]
+        wrong_epoch = fetch(member, epoch + 5)
+        assert wrong_epoch.error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH, wrong_epoch
+        Ack = ShareAcknowledgeRequest[1]
+        AckPart = Ack.AcknowledgeTopic.AcknowledgePartition
+
+        def acknowledge(first_offset: int, last_offset: int, kind: int) -> int:
+            nonlocal epoch
+            answer = client.request(Ack(
+                group_id="strict-group", member_id=member, share_session_epoch=epoch, topics=[Ack.AcknowledgeTopic(
+                    topic_id=topic_id, partitions=[AckPart(partition_index=0, acknowledgement_batches=[
+                        AckPart.AcknowledgementBatch(first_offset=first_offset, last_offset=last_offset,
+                                                     acknowledge_types=[kind])])])]))
+            epoch += 1
+            assert answer.error_code == 0, answer
+            return answer.responses[0].partitions[0].error_code
+
+        assert acknowledge(2, 2, AcknowledgeType.ACCEPT) == 0
+        assert acknowledge(2, 2, AcknowledgeType.ACCEPT) == ErrorCode.INVALID_RECORD_STATE  # twice
+        assert acknowledge(0, 1, AcknowledgeType.ACCEPT) == 0  # the start moves past 2
+        assert acknowledge(0, 0, AcknowledgeType.ACCEPT) == 0  # below the start: done, ignored
+        assert acknowledge(50, 50, AcknowledgeType.ACCEPT) == ErrorCode.INVALID_RECORD_STATE  # never acquired
+    finally:
+        client.close()
+        consumer.close()
