@@ -79,6 +79,9 @@ API_SPECS: dict[int, ApiSpec] = {s.api_key: s for s in (
     _spec(kip932.ShareGroupDescribeRequest, kip932.ShareGroupDescribeResponse, 1, 1),
     _spec(kip932.ShareFetchRequest, kip932.ShareFetchResponse, 1, 2),
     _spec(kip932.ShareAcknowledgeRequest, kip932.ShareAcknowledgeResponse, 1, 2),
+    _spec(kip932.DescribeShareGroupOffsetsRequest, kip932.DescribeShareGroupOffsetsResponse, 0, 1),
+    _spec(kip932.AlterShareGroupOffsetsRequest, kip932.AlterShareGroupOffsetsResponse, 0, 0),
+    _spec(kip932.DeleteShareGroupOffsetsRequest, kip932.DeleteShareGroupOffsetsResponse, 0, 0),
 )}
 
 # Broker-to-broker APIs: decoded and answered, never advertised to clients (Kafka's "broker"

@@ -20,6 +20,7 @@ from kafka.structs import OffsetAndMetadata
 
 from broker.cli.connect import CliError, admin_client, error_text, kafka_errors, topic_partitions
 from protocol.kip848 import ConsumerGroupDescribeRequest
+from protocol.kip932 import AlterShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequest, ShareGroupDescribeRequest
 from broker.cli.format import (
     OffsetMove,
     as_json,
@@ -49,6 +50,10 @@ def list_groups(args: argparse.Namespace, out: TextIO) -> int:
 def describe(args: argparse.Namespace, out: TextIO) -> int:
     group = args.group
     with admin_client(args.bootstrap, args.command_config) as admin:
+        shared = _share_group(admin, group)
+        if shared is not None:  # KIP-932: members read partitions together, the start offset is the group's
+            out.write(as_json(shared) if args.output == "json" else _share_text(shared))
+            return 0
         # KIP-848 first: Kafka 4 answers DescribeGroups for such a group with "not a classic group"
         modern = _consumer_protocol(admin, group)
         with kafka_errors(f"describe group {group}"):
@@ -86,20 +91,12 @@ def describe(args: argparse.Namespace, out: TextIO) -> int:
 def _consumer_protocol(admin: KafkaAdminClient, group: str) -> dict | None:
     """A KIP-848 group as ConsumerGroupDescribe shows it: epochs, assignor, each member's epoch,
     assignment and target. None when the broker does not serve the API (Kafka 3.9 by default) or
-    the group is a classic one. (kafka-python 3.0 has no call for it: its admin client's request
-    manager sends the request to the group's coordinator.)"""
-    try:
-        admin._manager.broker_version_data.api_version(ConsumerGroupDescribeRequest)
-    except Errors.IncompatibleBrokerVersion:
+    the group is a classic one."""
+    answer = _coordinator_call(admin, group, ConsumerGroupDescribeRequest(group_ids=[group],
+                                                                          include_authorized_operations=False))
+    if answer is None:
         return None
-
-    async def ask():
-        node = await admin._find_coordinator_id(group)
-        return await admin._manager.send(
-            ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False), node_id=node)
-
-    with kafka_errors(f"describe group {group}"):
-        described = admin._manager.run(ask).groups[0]
+    described = answer.groups[0]
     if described.error_code:
         return None
 
@@ -113,6 +110,58 @@ def _consumer_protocol(admin: KafkaAdminClient, group: str) -> dict | None:
                          "host": m.client_host, "member_epoch": m.member_epoch,
                          "assignment": partitions(m.assignment), "target_assignment": partitions(m.target_assignment)}
                         for m in described.members]}
+
+
+def _coordinator_call(admin: KafkaAdminClient, group: str, request):
+    """Send `request` to the group's coordinator (kafka-python 3.0 has no call for the Kafka 4 group
+    APIs: its admin client's request manager sends them); None if the broker does not serve it."""
+    try:
+        admin._manager.broker_version_data.api_version(type(request))
+    except Errors.IncompatibleBrokerVersion:
+        return None
+
+    async def ask():
+        node = await admin._find_coordinator_id(group)
+        return await admin._manager.send(request, node_id=node)
+
+    with kafka_errors(f"describe group {group}"):
+        return admin._manager.run(ask)
+
+
+def _share_group(admin: KafkaAdminClient, group: str) -> dict | None:
+    """A share group (KIP-932) as ShareGroupDescribe and DescribeShareGroupOffsets show it; None
+    when the broker serves no share groups or the group is not one."""
+    answer = _coordinator_call(admin, group, ShareGroupDescribeRequest(group_ids=[group],
+                                                                       include_authorized_operations=False))
+    if answer is None or answer.groups[0].error_code:
+        return None
+    described = answer.groups[0]
+    Describe = DescribeShareGroupOffsetsRequest
+    offsets = _coordinator_call(admin, group, Describe(groups=[Describe.DescribeShareGroupOffsetsRequestGroup(
+        group_id=group, topics=None)]))
+    rows = [] if offsets is None else [
+        {"topic": t.topic_name, "partition": p.partition_index, "start_offset": p.start_offset,
+         "lag": p.lag if p.lag >= 0 else None} for t in offsets.groups[0].topics for p in t.partitions]
+    return {"group": group, "type": "share", "state": described.group_state, "group_epoch": described.group_epoch,
+            "assignor": described.assignor_name,
+            "members": [{"member_id": m.member_id, "client_id": m.client_id, "host": m.client_host,
+                         "member_epoch": m.member_epoch,
+                         "assignment": [{"topic": tp.topic_name, "partition": p} for tp in m.assignment.topic_partitions
+                                        for p in sorted(tp.partitions)]} for m in described.members],
+            "offsets": sorted(rows, key=lambda r: (r["topic"], r["partition"]))}
+
+
+def _share_text(group: dict) -> str:
+    head = fields([("GROUP", group["group"]), ("TYPE", "share (KIP-932)"), ("STATE", group["state"]),
+                   ("GROUP-EPOCH", group["group_epoch"]), ("ASSIGNOR", group["assignor"]),
+                   ("MEMBERS", len(group["members"]))])
+    members = table(("MEMBER-ID", "CLIENT-ID", "HOST", "MEMBER-EPOCH", "ASSIGNMENT"),
+                    [(m["member_id"], m["client_id"], m["host"], m["member_epoch"],
+                      ",".join(f"{a['topic']}-{a['partition']}" for a in m["assignment"]) or None)
+                     for m in group["members"]])
+    offsets = table(("TOPIC", "PARTITION", "START-OFFSET", "LAG"),
+                    [(o["topic"], o["partition"], o["start_offset"], o["lag"]) for o in group["offsets"]])
+    return f"{head}\n{members + chr(10) if group['members'] else ''}{offsets}"
 
 
 def _member(found: dict) -> dict:
@@ -199,16 +248,25 @@ def _reset(bootstrap: str, group: str, topic: str, partitions: list[int] | None,
     """Plan a reset of `group` on `topic` and, unless `dry_run`, commit it; returns the moves and
     the partitions whose commit failed, with the reason."""
     with admin_client(bootstrap, config_file) as admin:
-        _refuse_active(admin, group)
+        shared = _share_group(admin, group)  # a share group: its start offsets move (AlterShareGroupOffsets)
+        if shared is None:
+            _refuse_active(admin, group)
+        elif shared["members"]:
+            raise CliError(f"group {group} has {len(shared['members'])} active member(s) (state {shared['state']}); "
+                           "stop its consumers first")
         known = topic_partitions(admin, topic)
         missing = sorted(set(partitions or ()) - set(known))
         if missing:
             raise CliError(f"topic {topic} has no partition {', '.join(map(str, missing))}")
         tps = [TopicPartition(topic, p) for p in (partitions or known)]
         with kafka_errors(f"reset the offsets of group {group} on {topic}"):
-            moves = _plan(admin, group, tps, target)
+            current = None if shared is None else {(o["topic"], o["partition"]): o["start_offset"]
+                                                   for o in shared["offsets"] if o["start_offset"] >= 0}
+            moves = _plan(admin, group, tps, target, current)
             if dry_run:
                 return moves, {}
+            if shared is not None:
+                return moves, _alter_share_offsets(admin, group, moves)
             outcome = admin.alter_group_offsets(group, {TopicPartition(m.topic, m.partition):
                                                         OffsetAndMetadata(m.new_offset, "", None) for m in moves})
     failed = {(tp.topic, tp.partition): error_text(error) for tp, error in outcome.items()
@@ -227,8 +285,26 @@ def _refuse_active(admin: KafkaAdminClient, group: str) -> None:
                        "stop its consumers first")
 
 
+def _alter_share_offsets(admin: KafkaAdminClient, group: str, moves: list[OffsetMove]) -> dict[tuple[str, int], str]:
+    """AlterShareGroupOffsets: the partitions whose move the broker refused, with the reason."""
+    Alter = AlterShareGroupOffsetsRequest
+    Topic = Alter.AlterShareGroupOffsetsRequestTopic
+    by_topic: dict[str, list] = {}
+    for m in moves:
+        by_topic.setdefault(m.topic, []).append(Topic.AlterShareGroupOffsetsRequestPartition(
+            partition_index=m.partition, start_offset=m.new_offset))
+    answer = _coordinator_call(admin, group, Alter(group_id=group, topics=[
+        Topic(topic_name=t, partitions=ps) for t, ps in by_topic.items()]))
+    if answer is None:
+        raise CliError("the broker does not serve AlterShareGroupOffsets")
+    if answer.error_code:
+        raise CliError(f"cannot reset the offsets of group {group}: {error_text(Errors.for_code(answer.error_code))}")
+    return {(t.topic_name, p.partition_index): error_text(Errors.for_code(p.error_code))
+            for t in answer.responses for p in t.partitions if p.error_code}
+
+
 def _plan(admin: KafkaAdminClient, group: str, tps: list[TopicPartition],
-          target: OffsetSpec | int | tuple[str, int]) -> list[OffsetMove]:
+          target: OffsetSpec | int | tuple[str, int], current: dict | None = None) -> list[OffsetMove]:
     earliest = admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in tps})
     latest = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in tps})
     if isinstance(target, tuple):  # ListOffsets by time: the first offset at or after it, -1 if none
@@ -239,14 +315,15 @@ def _plan(admin: KafkaAdminClient, group: str, tps: list[TopicPartition],
         wanted = {tp: (earliest if target is OffsetSpec.EARLIEST else latest)[tp].offset for tp in tps}
     else:
         wanted = dict.fromkeys(tps, target)
-    committed = admin.list_group_offsets({group: tps}).get(group, {})
 
     def keyed(values: dict) -> dict:
         return {(tp.topic, tp.partition): v for tp, v in values.items()}
 
+    if current is None:  # a consumer group's committed offsets; a share group's start offsets are given
+        committed = admin.list_group_offsets({group: tps}).get(group, {})
+        current = keyed({tp: m.offset for tp, m in committed.items() if m.offset >= 0})
     return reset_plan(keyed(wanted), keyed({tp: o.offset for tp, o in earliest.items()}),
-                      keyed({tp: o.offset for tp, o in latest.items()}),
-                      keyed({tp: m.offset for tp, m in committed.items() if m.offset >= 0}))
+                      keyed({tp: o.offset for tp, o in latest.items()}), current)
 
 
 def delete(args: argparse.Namespace, out: TextIO) -> int:

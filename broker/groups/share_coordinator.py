@@ -359,6 +359,19 @@ class ShareCoordinator:
         self.share_groups.pop(group_id, None)
         return ErrorCode.NONE
 
+    async def forget_topic(self, group_id: str, topic: str) -> int:
+        """DeleteShareGroupOffsets: the group's state of the topic goes (its next read starts anew)."""
+        keys = [k for k in self.partitions if k[0] == group_id and k[1] == topic]
+        if self.state is not None and keys:
+            try:
+                await trio.to_thread.run_sync(self.state.write_state, [(partition_key(*k), None) for k in keys])
+            except StoreError:
+                return ErrorCode.NOT_COORDINATOR
+        for key in keys:
+            del self.partitions[key]
+            self._saved.pop(key, None)
+        return ErrorCode.NONE
+
     async def reset(self, group_id: str, topic: str, partition: int, offset: int) -> int:
         """AlterShareGroupOffsets: the share-partition starts again at `offset` (an empty group only)."""
         group = self.share_groups.get(group_id)

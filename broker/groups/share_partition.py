@@ -200,6 +200,10 @@ class SharePartition:
         self.acquisitions = [Acquisition(max(a.first, offset), a.last, a.member, a.deadline_ms)
                              for a in self.acquisitions if a.last >= offset]
 
+    def done(self) -> int:
+        """Records of the window acknowledged or archived (the start moves past them once all before are)."""
+        return int(np.count_nonzero((self._window & STATE_MASK) & (ACKNOWLEDGED | ARCHIVED)))
+
     def in_flight(self) -> int:
         return self.end - self.start
 

@@ -290,3 +290,119 @@ async def handle_share_acknowledge(broker: Broker, request: Request):
     if error:
         results = {key: error for key in results}
     return answer(ErrorCode.NONE, None, results)
+
+
+def _lag(broker: Broker, topic: str, partition: int, part) -> int:
+    """Records of the partition the group has still to deliver and have acknowledged: from the
+    share-partition's start to the high watermark, less those in its window already done."""
+    high_watermark = broker.store.high_watermark(topic, partition)
+    return max(0, high_watermark - part.start - part.done())
+
+
+async def handle_describe_share_group_offsets(broker: Broker, request: Request):
+    """DescribeShareGroupOffsets (90): each share-partition's start offset (and, v1, its lag)."""
+    version = request.header.api_version
+    cls = request.spec.response[version]
+    Group = cls.DescribeShareGroupOffsetsResponseGroup
+    Topic = Group.DescribeShareGroupOffsetsResponseTopic
+    Partition = Topic.DescribeShareGroupOffsetsResponsePartition
+    topics_now = broker.store.topics()
+    groups = []
+    for g in request.body.groups:
+        def failed(code: int, message: str | None = None) -> object:
+            return Group(group_id=g.group_id, topics=[], error_code=code, error_message=message)
+        if not broker.allowed(Op.DESCRIBE, Res.GROUP, g.group_id):
+            groups.append(failed(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            continue
+        if not broker.coordinates(g.group_id):
+            groups.append(failed(ErrorCode.NOT_COORDINATOR))
+            continue
+        if g.group_id not in broker.share.known_groups():
+            groups.append(failed(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {g.group_id} not found."))
+            continue
+        parts = broker.share.group_partitions(g.group_id)
+        wanted = ({(t.topic_name, p) for t in g.topics for p in t.partitions} if g.topics is not None
+                  else set(parts))
+        by_topic: dict[str, list] = {}
+        for topic, p in sorted(wanted):
+            part = parts.get((topic, p))
+            if topic not in topics_now or not broker.allowed(Op.DESCRIBE, Res.TOPIC, topic):
+                continue
+            by_topic.setdefault(topic, []).append(Partition(
+                partition_index=p, start_offset=part.start if part is not None else -1, leader_epoch=0,
+                lag=_lag(broker, topic, p, part) if part is not None else -1, error_code=0, error_message=None))
+        groups.append(Group(group_id=g.group_id, topics=[
+            Topic(topic_name=t, topic_id=topics_now[t].topic_id, partitions=ps) for t, ps in by_topic.items()],
+            error_code=0, error_message=None))
+    return cls(throttle_time_ms=0, groups=groups)
+
+
+async def handle_alter_share_group_offsets(broker: Broker, request: Request):
+    """AlterShareGroupOffsets (91): an empty share group starts the partitions at new offsets."""
+    body = request.body
+    cls = request.spec.response[request.header.api_version]
+    Topic = cls.AlterShareGroupOffsetsResponseTopic
+    Partition = Topic.AlterShareGroupOffsetsResponsePartition
+    if not broker.allowed(Op.READ, Res.GROUP, body.group_id):
+        return cls(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None,
+                   responses=[])
+    if not broker.coordinates(body.group_id):
+        return cls(throttle_time_ms=0, error_code=ErrorCode.NOT_COORDINATOR, error_message=None, responses=[])
+    group = broker.share.describe(body.group_id)
+    if group is not None and group.members:
+        return cls(throttle_time_ms=0, error_code=ErrorCode.NON_EMPTY_GROUP,
+                   error_message="The group is not empty.", responses=[])
+    topics_now = broker.store.topics()
+    responses = []
+    for t in body.topics:
+        meta = topics_now.get(t.topic_name)
+        results = []
+        for p in t.partitions:
+            if meta is None or not 0 <= p.partition_index < meta.partitions:
+                code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+            elif not broker.allowed(Op.READ, Res.TOPIC, t.topic_name):
+                code, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
+            elif p.start_offset < -1:
+                code, message = ErrorCode.INVALID_REQUEST, f"Invalid start offset {p.start_offset}."
+            else:
+                offset = p.start_offset
+                if offset == -1:  # -1: the partition's end, as kafka-share-groups --to-latest sends
+                    offset = broker.store.high_watermark(t.topic_name, p.partition_index)
+                code = await broker.share.reset(body.group_id, t.topic_name, p.partition_index, offset)
+                message = None
+            results.append(Partition(partition_index=p.partition_index, error_code=code, error_message=message))
+        responses.append(Topic(topic_name=t.topic_name, topic_id=meta.topic_id if meta else uuid.UUID(int=0),
+                               partitions=results))
+    return cls(throttle_time_ms=0, error_code=0, error_message=None, responses=responses)
+
+
+async def handle_delete_share_group_offsets(broker: Broker, request: Request):
+    """DeleteShareGroupOffsets (92): an empty share group forgets its state of whole topics."""
+    body = request.body
+    cls = request.spec.response[request.header.api_version]
+    Topic = cls.DeleteShareGroupOffsetsResponseTopic
+    if not broker.allowed(Op.DELETE, Res.GROUP, body.group_id):
+        return cls(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None,
+                   responses=[])
+    if not broker.coordinates(body.group_id):
+        return cls(throttle_time_ms=0, error_code=ErrorCode.NOT_COORDINATOR, error_message=None, responses=[])
+    if body.group_id not in broker.share.known_groups():
+        return cls(throttle_time_ms=0, error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                   error_message=f"Group {body.group_id} not found.", responses=[])
+    group = broker.share.describe(body.group_id)
+    if group is not None and group.members:
+        return cls(throttle_time_ms=0, error_code=ErrorCode.NON_EMPTY_GROUP,
+                   error_message="The group is not empty.", responses=[])
+    topics_now = broker.store.topics()
+    responses = []
+    for t in body.topics:
+        meta = topics_now.get(t.topic_name)
+        if meta is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif not broker.allowed(Op.READ, Res.TOPIC, t.topic_name):
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        else:
+            code = await broker.share.forget_topic(body.group_id, t.topic_name)
+        responses.append(Topic(topic_name=t.topic_name, topic_id=meta.topic_id if meta else uuid.UUID(int=0),
+                               error_code=code, error_message=None))
+    return cls(throttle_time_ms=0, error_code=0, error_message=None, responses=responses)

@@ -9,7 +9,10 @@ acknowledged."""
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -19,11 +22,14 @@ from confluent_kafka import Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 from tests.kit.both import GREGOR, KAFKA
-from tests.kit.gregor import start_broker
+from tests.kit.gregor import ROOT, start_broker
 from kafka.protocol.admin import ListGroupsRequest
 
 from protocol.errors import ErrorCode
 from protocol.kip932 import (
+    AlterShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequest,
     ShareAcknowledgeRequest,
     ShareFetchRequest,
     ShareGroupDescribeRequest,
@@ -96,7 +102,9 @@ def _poll(member: ShareConsumer, seconds: float = 1.0) -> list:
 
 
 def test_three_members_share_one_partition_each_record_once(broker):
-    _setup(broker.bootstrap, "jobs", "workers", 0)
+    # a lock longer than the broker's 2 s: a loaded machine's poll loop must not outlast it (each
+    # record is then delivered again to another member, as Kafka does)
+    _setup(broker.bootstrap, "jobs", "workers", 0, **{"share.record.lock.duration.ms": "15000"})
     members = [_member(broker.bootstrap, "workers", "jobs") for _ in range(3)]
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
     got: dict[int, list[int]] = {i: [] for i in range(3)}
@@ -369,3 +377,107 @@ def test_bad_share_requests_get_kafkas_errors(broker):
     finally:
         client.close()
         consumer.close()
+
+
+def test_offsets_of_an_empty_share_group_are_described_altered_and_deleted(broker):
+    """DescribeShareGroupOffsets, AlterShareGroupOffsets and DeleteShareGroupOffsets on the wire (what
+    Kafka 4.4's kafka-share-groups sends), after a member accepted the first 5 of 10 records."""
+    _setup(broker.bootstrap, "ledger", "auditors", 10)
+    member = _member(broker.bootstrap, "auditors", "ledger", explicit=True)
+    try:
+        accepted = 0
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and accepted < 5:
+            for m in _poll(member):
+                if m.offset() < 5:
+                    member.acknowledge(m, AcknowledgeType.ACCEPT)
+                    accepted += 1
+                else:
+                    member.acknowledge(m, AcknowledgeType.RELEASE)
+            member.commit_sync()
+    finally:
+        member.close()
+    client = WireClient(broker.bootstrap)
+    try:
+        def described():
+            Describe = DescribeShareGroupOffsetsRequest[1]
+            (group,) = client.request(Describe(groups=[Describe.DescribeShareGroupOffsetsRequestGroup(
+                group_id="auditors", topics=None)])).groups
+            assert group.error_code == 0, group
+            return [(t.topic_name, p.partition_index, p.start_offset, p.lag) for t in group.topics for p in t.partitions]
+
+        # 5 of 10 done: the lag is 5 on both; the start offset Kafka 4.4 reports stays 0 (its share
+        # coordinator's snapshot keeps the acknowledged run), Gregor's moves to 5
+        deadline = time.monotonic() + 30
+        while [(t, p, lag) for t, p, _, lag in described()] != [("ledger", 0, 5)] and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert [(t, p, lag) for t, p, _, lag in described()] == [("ledger", 0, 5)]
+        Alter = AlterShareGroupOffsetsRequest[0]
+        altered = client.request(Alter(group_id="auditors", topics=[Alter.AlterShareGroupOffsetsRequestTopic(
+            topic_name="ledger", partitions=[Alter.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition(
+                partition_index=0, start_offset=2)])]))
+        assert altered.error_code == 0 and altered.responses[0].partitions[0].error_code == 0, altered
+        assert described() == [("ledger", 0, 2, 8)]
+        Delete = DeleteShareGroupOffsetsRequest[0]
+        deleted = client.request(Delete(group_id="auditors", topics=[
+            Delete.DeleteShareGroupOffsetsRequestTopic(topic_name="ledger")]))
+        assert deleted.error_code == 0 and deleted.responses[0].error_code == 0, deleted
+        assert described() == []
+    finally:
+        client.close()
+
+
+def _gregor(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=60)
+
+
+def test_gregor_group_lists_describes_resets_and_deletes_a_share_group(tmp_path):
+    with InProcessBroker(tmp_path / "data", **SETTINGS) as broker:
+        _setup(broker.bootstrap, "inbox", "readers", 10)
+        member = _member(broker.bootstrap, "readers", "inbox", explicit=True)
+        try:
+            accepted = 0
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and accepted < 4:
+                for m in _poll(member):
+                    kind = AcknowledgeType.ACCEPT if m.offset() < 4 else AcknowledgeType.RELEASE
+                    member.acknowledge(m, kind)
+                    accepted += kind == AcknowledgeType.ACCEPT
+                member.commit_sync()
+            listed = _gregor("group", "list", "--bootstrap", broker.bootstrap, "-o", "json")
+            assert {"group": "readers", "state": "Stable", "protocol_type": "share"} in json.loads(listed.stdout)
+            busy = _gregor("group", "reset-offsets", "readers", "--topic", "inbox", "--to-earliest", "--execute",
+                           "--bootstrap", broker.bootstrap)
+            assert busy.returncode == 1 and "active member" in busy.stderr and "Traceback" not in busy.stderr
+            described = json.loads(_gregor("group", "describe", "readers", "--bootstrap", broker.bootstrap,
+                                           "-o", "json").stdout)
+            assert (described["type"], described["state"], described["assignor"]) == ("share", "Stable", "simple")
+            assert [m["assignment"] for m in described["members"]] == [[{"topic": "inbox", "partition": 0}]]
+            assert described["offsets"] == [{"topic": "inbox", "partition": 0, "start_offset": 4, "lag": 6}]
+        finally:
+            member.close()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the member's leave reaches the coordinator
+            reset = _gregor("group", "reset-offsets", "readers", "--topic", "inbox", "--to-earliest", "--execute",
+                            "--bootstrap", broker.bootstrap, "-o", "json")
+            if reset.returncode == 0:
+                break
+            time.sleep(0.5)
+        assert json.loads(reset.stdout) == [{"topic": "inbox", "partition": 0, "old_offset": 4, "new_offset": 0,
+                                             "error": None}]
+        again = _member(broker.bootstrap, "readers", "inbox")
+        try:
+            values = []
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and len(values) < 10:
+                values += [int(m.value()) for m in _poll(again)]
+            assert sorted(values) == list(range(10))  # from the start again
+        finally:
+            again.close()
+        deadline = time.monotonic() + 30
+        while (deleted := _gregor("group", "delete", "readers", "--bootstrap", broker.bootstrap)).returncode != 0:
+            assert time.monotonic() < deadline, deleted.stderr
+            time.sleep(0.5)
+        gone = _gregor("group", "describe", "readers", "--bootstrap", broker.bootstrap)
+        assert gone.returncode == 1 and "readers" in gone.stderr and "Traceback" not in gone.stderr
