@@ -22,6 +22,7 @@ from broker.security.acl import ACL_PREFIX, Acl, Authorizer, Op, Res
 from broker.security.auth_limit import FailedLogins
 from broker.config import BrokerConfig
 from broker.groups.coordinator import GroupCoordinator
+from broker.groups.dead_letters import DeadLetters
 from broker.groups.share_coordinator import ShareCoordinator, ShareSettings
 from broker.net.listeners import Listener, tls_context
 from broker.net.metrics import BrokerMetrics
@@ -197,6 +198,9 @@ class Broker:
 
     def _share_coordinator(self) -> ShareCoordinator:
         share = ShareCoordinator(ShareSettings.from_config(self.config), groups=self.coordinator, state=self.store)
+        share.dead_letters = DeadLetters(self.store, lambda: self.topology,
+                                         self.config["errors.deadletterqueue.auto.create.topics.enable"],
+                                         self.config["errors.deadletterqueue.topic.name.prefix"])
         return share
 
     def share_topics(self) -> dict[str, int]:

@@ -111,6 +111,11 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "group.share.max.delivery.count.limit": (int, 10, "highest group.share.delivery.count.limit allowed"),
     "group.share.partition.max.record.locks": (int, 2000, ("share groups: most records in flight (acquired or "
                                                            "waiting for redelivery) per share-partition")),
+    "errors.deadletterqueue.topic.name.prefix": (str, "dlq.", ("share groups: the prefix every group's "
+                                                                "errors.deadletterqueue.topic.name must have "
+                                                                "(empty: any name)")),
+    "errors.deadletterqueue.auto.create.topics.enable": (_bool, False, ("share groups: create a group's dead-letter "
+                                                                        "topic when it first gets a record")),
     "group.share.max.share.sessions": (int, 2000, "share groups: most share sessions (one per member and broker)"),
     "admin.token": (str, "", ("bearer token the admin HTTP API requires (Authorization: Bearer TOKEN); "
                               "required when the API is bound beyond loopback")),

@@ -55,6 +55,8 @@ GREGOR_TOPIC_CONFIGS: tuple[tuple[str, str | None, int], ...] = (
     ("key.index.enable", "true", BOOLEAN),  # index record keys for `gregor query --key` (off the write path)
     ("view.source", "", STRING),         # this topic is a read-only view of that topic (broker/views/definition.py)
     ("view.tags", "", STRING),           # comma-separated tags the view lets through
+    # Kafka 4.4's (KIP-1191), not Kafka 3.9's: this topic may be a share group's dead-letter topic
+    ("errors.deadletterqueue.group.enable", "false", BOOLEAN),
 )
 
 TOPIC_CONFIGS = {name: (default, kind) for name, default, kind in KAFKA_TOPIC_CONFIGS + GREGOR_TOPIC_CONFIGS}

@@ -30,6 +30,7 @@ from store.state import GROUP_CONFIG, SHARE_PARTITION
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.groups.coordinator import GroupCoordinator, StateBackend
+    from broker.groups.dead_letters import DeadLetters
 
 _U16 = struct.Struct(">H")
 _I32 = struct.Struct(">i")
@@ -119,6 +120,7 @@ class ShareCoordinator:
         self._wakeup = trio.Event()
         self._scheduled = math.inf
         self.available = trio.Event()  # set (and replaced) whenever released records can be fetched again
+        self.dead_letters: DeadLetters | None = None  # where archived records go (None: nowhere)
 
     @staticmethod
     def now_ms() -> int:
@@ -139,6 +141,18 @@ class ShareCoordinator:
             group, topic, partition = _parse_partition_key(key)
             self.partitions[(group, topic, partition)] = decode(value, **self._partition_settings(group))
             self._saved[(group, topic, partition)] = value
+
+    async def flush_dead(self, keys: Iterable[Key]) -> None:
+        """Write the records these share-partitions archived (rejected, or past the delivery limit)
+        to their group's dead-letter topic, if it has one (broker/groups/dead_letters.py)."""
+        for key in set(keys):
+            part = self.partitions.get(key)
+            dead = part.take_dead() if part is not None else []
+            group, topic, partition = key
+            dlq = self.config(group, "errors.deadletterqueue.topic.name") if dead else ""
+            if dlq and self.dead_letters is not None:
+                copy = self.config(group, "errors.deadletterqueue.copy.record.enable").lower() == "true"
+                await self.dead_letters.send(group, dlq, copy, topic, partition, dead)
 
     async def persist(self, keys: Iterable[Key]) -> int:
         """Write the share-partitions that changed, in one fsynced append; NOT_COORDINATOR when the
@@ -414,4 +428,5 @@ class ShareCoordinator:
                     changed.append(key)
             if released:
                 self._notify()
-                await self.persist(changed)  # a refusal: written with the partition's next change
+                if not await self.persist(changed):  # a refusal: written with the partition's next change
+                    await self.flush_dead(changed)

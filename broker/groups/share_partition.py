@@ -22,6 +22,7 @@ ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4  # Kafka's AcknowledgeType values (R
 GAP = 0  # an acknowledge type for offsets without a record (Kafka's GAP): archived
 STATE_MASK = 0x0F
 COUNT_SHIFT = 4
+REJECTED, LIMIT_REACHED = 1, 2  # why a record was archived, for the group's dead-letter topic (KIP-1191)
 
 
 @dataclass(slots=True)
@@ -43,6 +44,8 @@ class SharePartition:
         self.max_in_flight = max_in_flight
         self._window = np.zeros(0, dtype=np.uint8)  # offsets [start, end)
         self.acquisitions: list[Acquisition] = []
+        # records archived since the last take_dead(): (offset, delivery count, REJECTED or LIMIT_REACHED)
+        self.dead: list[tuple[int, int, int]] = []
 
     # ---- reading the state ------------------------------------------------------------------------
     def state(self, offset: int) -> int:
@@ -110,6 +113,9 @@ class SharePartition:
         new[(kinds == REJECT) | (kinds == GAP)] = ARCHIVED
         released = kinds == RELEASE
         new[released] = np.where(counts[released] >= self.delivery_limit, ARCHIVED, AVAILABLE)
+        self.dead += [(int(o), int(c), REJECTED) for o, c in zip(offsets[kinds == REJECT], counts[kinds == REJECT])]
+        spent = released & (counts >= self.delivery_limit)
+        self.dead += [(int(o), int(c), LIMIT_REACHED) for o, c in zip(offsets[spent], counts[spent])]
         self._window[index] = (counts << COUNT_SHIFT).astype(np.uint8) | new.astype(np.uint8)
         renewed = offsets[kinds == RENEW].tolist()
         for lo, hi, _ in _runs(renewed, [0] * len(renewed)):  # still acquired: their lock starts again
@@ -159,10 +165,17 @@ class SharePartition:
             acquired = states == ACQUIRED
             back = np.where(counts >= self.delivery_limit, ARCHIVED, AVAILABLE).astype(np.uint8)
             self._window[index[acquired]] = (counts[acquired] << COUNT_SHIFT).astype(np.uint8) | back[acquired]
+            spent = acquired & (counts >= self.delivery_limit)
+            self.dead += [(int(i) + self.start, int(c), LIMIT_REACHED) for i, c in zip(index[spent], counts[spent])]
             released += int(np.count_nonzero(acquired))
         self.acquisitions = [a for a in self.acquisitions if a not in gone]
         self._advance()
         return released
+
+    def take_dead(self) -> list[tuple[int, int, int]]:
+        """The records archived (rejected, or past the delivery limit) since the last call."""
+        dead, self.dead = self.dead, []
+        return dead
 
     def next_deadline(self) -> int | None:
         return min((a.deadline_ms for a in self.acquisitions), default=None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.groups.dead_letters import name_problem
 from broker.groups.share_coordinator import GROUP_CONFIGS
 from protocol.errors import ErrorCode
 from store import StoreError
@@ -16,7 +17,6 @@ if TYPE_CHECKING:
 
 GROUP_RESOURCE = 32
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations; APPEND and SUBTRACT are for lists
-NOT_YET = ("errors.deadletterqueue.topic.name", "errors.deadletterqueue.copy.record.enable")
 KNOWN_ELSEWHERE = ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms",
                    "consumer.assignment.interval.ms", "share.assignment.interval.ms",
                    "share.assignor.offload.enable", "share.renew.acknowledge.enable")
@@ -24,13 +24,20 @@ KNOWN_ELSEWHERE = ("consumer.session.timeout.ms", "consumer.heartbeat.interval.m
 
 def _problem(broker: Broker, name: str, value: str | None) -> str | None:
     """Kafka's message for a value it refuses (or Gregor's for a setting it does not apply)."""
-    if name in NOT_YET or name in KNOWN_ELSEWHERE:
+    if name in KNOWN_ELSEWHERE:
         return f"gregor: the group config {name} is not supported yet"
     if name not in GROUP_CONFIGS:
         return f"Unknown group config name: {name}"
     if value is None:
         return None
     config = broker.config
+    if name == "errors.deadletterqueue.topic.name":
+        problem = name_problem(value)
+        return f"{name}: {problem}" if problem else None
+    if name == "errors.deadletterqueue.copy.record.enable":
+        if value.lower() not in ("true", "false"):
+            return f"Invalid value {value} for configuration {name}: Expected value to be either true or false"
+        return None
     if name == "share.auto.offset.reset":
         if value not in ("earliest", "latest"):
             return (f"Invalid value {value} for configuration share.auto.offset.reset: "
@@ -80,4 +87,4 @@ def describe_group(broker: Broker, group: str, keys: set[str] | None) -> list[tu
     """(name, value, set for this group) of every group config Gregor applies."""
     set_here = broker.share.configs.get(group, {})
     return [(name, broker.share.config(group, name), name in set_here)
-            for name in sorted(GROUP_CONFIGS) if name not in NOT_YET and (keys is None or name in keys)]
+            for name in sorted(GROUP_CONFIGS) if keys is None or name in keys]

@@ -216,6 +216,8 @@ async def handle_share_fetch(broker: Broker, request: Request):
     if error:
         for key in acks:
             parts[key]["ack"] = error
+    else:
+        await share.flush_dead(changed)
     return answer(ErrorCode.NONE, None, parts)
 
 
@@ -289,6 +291,8 @@ async def handle_share_acknowledge(broker: Broker, request: Request):
     error = await share.persist(changed)
     if error:
         results = {key: error for key in results}
+    else:
+        await share.flush_dead(changed)
     return answer(ErrorCode.NONE, None, results)
 
 

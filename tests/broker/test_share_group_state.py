@@ -107,3 +107,14 @@ def test_lock_expiry_in_the_coordinator_releases_records_with_time_passed_in():
         assert coordinator.acquire("g", "n", "jobs", 0, 5, 10, offsets) == [(0, 4, 2)]
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+def test_rejected_and_spent_records_are_handed_to_the_dead_letter_writer_once():
+    from broker.groups.share_partition import LIMIT_REACHED, REJECT, REJECTED
+    part = SharePartition(0, delivery_limit=2)
+    part.acquire(0, "m", 3, 3)
+    assert part.acknowledge(0, "m", 0, 0, [REJECT]) and part.acknowledge(0, "m", 1, 2, [RELEASE])
+    assert part.take_dead() == [(0, 1, REJECTED)]
+    part.acquire(1, "m", 3, 3)  # 1 and 2 again: their second delivery
+    part.expire(1 + part.lock_ms)  # the lock runs out at the limit: archived
+    assert part.take_dead() == [(1, 2, LIMIT_REACHED), (2, 2, LIMIT_REACHED)] and part.take_dead() == []

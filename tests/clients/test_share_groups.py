@@ -481,3 +481,64 @@ def test_gregor_group_lists_describes_resets_and_deletes_a_share_group(tmp_path)
             time.sleep(0.5)
         gone = _gregor("group", "describe", "readers", "--bootstrap", broker.bootstrap)
         assert gone.returncode == 1 and "readers" in gone.stderr and "Traceback" not in gone.stderr
+
+
+def test_rejected_and_spent_records_go_to_the_groups_dead_letter_topic(broker):
+    """KIP-1191 (Kafka 4.4): a REJECTed record, and one released up to the delivery limit (3 here),
+    are written to the group's errors.deadletterqueue.topic.name with headers naming where they came
+    from; with errors.deadletterqueue.copy.record.enable their key and value too."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("dlq.orders", 1, 1, config={"errors.deadletterqueue.group.enable": "true"})])[
+        "dlq.orders"].result(timeout=30)
+    _setup(broker.bootstrap, "orders", "billing", 4, **{"errors.deadletterqueue.topic.name": "dlq.orders",
+                                                         "errors.deadletterqueue.copy.record.enable": "true"})
+    member = _member(broker.bootstrap, "billing", "orders", explicit=True)
+    try:
+        done = set()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(done) < 4:
+            for m in _poll(member):
+                value = int(m.value())
+                if value == 1:
+                    member.acknowledge(m, AcknowledgeType.REJECT)
+                    done.add(value)
+                elif value == 2:
+                    member.acknowledge(m, AcknowledgeType.RELEASE)
+                    if m.delivery_count() == 3:
+                        done.add(value)
+                else:
+                    member.acknowledge(m, AcknowledgeType.ACCEPT)
+                    done.add(value)
+            member.commit_sync()
+        assert done == {0, 1, 2, 3}
+    finally:
+        member.close()
+    reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "dlq-reader", "auto.offset.reset": "earliest"})
+    reader.subscribe(["dlq.orders"])
+    dead = []
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(dead) < 2:
+            m = reader.poll(0.5)
+            if m is not None and m.error() is None:
+                dead.append(m)
+    finally:
+        reader.close()
+    shown = sorted((m.value(), {k: v.decode() for k, v in m.headers() if k.startswith("__dlq.")}) for m in dead)
+    assert shown == [
+        (b"1", {"__dlq.errors.topic": "orders", "__dlq.errors.partition": "0", "__dlq.errors.offset": "1",
+                "__dlq.errors.group": "billing", "__dlq.errors.delivery.count": "1",
+                "__dlq.errors.message": "Offset rejected by client."}),
+        (b"2", {"__dlq.errors.topic": "orders", "__dlq.errors.partition": "0", "__dlq.errors.offset": "2",
+                "__dlq.errors.group": "billing", "__dlq.errors.delivery.count": "3",
+                "__dlq.errors.message": "Offset delivery count exceeded the threshold."})]
+
+
+def test_an_internal_dead_letter_topic_name_is_refused(broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, "careless", incremental_configs=[
+        ConfigEntry("errors.deadletterqueue.topic.name", "__orders", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(Exception) as refused:
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(timeout=30)
+    assert "INVALID_CONFIG" in str(refused.value) or "InvalidConfig" in str(refused.value), refused.value
