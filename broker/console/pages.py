@@ -86,7 +86,38 @@ def group_summaries(broker: Broker) -> list[dict[str, Any]]:
         members = len(modern.members) if modern is not None else len(coordinator.describe(group).members)
         out.append({"name": group, "state": state, "protocol_type": protocol_type, "members": members,
                     "lag": sum(lags.get(group, {}).values())})
+    for name in sorted(broker.share.known_groups()):  # KIP-932's share groups (docs/queues.md)
+        shared = broker.share.describe(name)
+        out.append({"name": name, "state": broker.share.group_state(name), "protocol_type": "share",
+                    "members": len(shared.members) if shared is not None else 0,
+                    "lag": sum(_share_lags(broker, name).values())})
     return out
+
+
+def _share_lags(broker: Broker, name: str) -> dict[tuple[str, int], int]:
+    """A share group's records still to deliver or acknowledge, per partition (as DescribeShareGroupOffsets)."""
+    lags = {}
+    for (topic, partition), part in broker.share.group_partitions(name).items():
+        _, end = _offsets(broker, topic, partition)
+        if end is not None:
+            lags[(topic, partition)] = max(0, end - part.start - part.done())
+    return lags
+
+
+def _share_group(broker: Broker, name: str, history: LagHistory) -> dict[str, Any]:
+    shared = broker.share.describe(name)
+    members = [] if shared is None else [
+        {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host, "instance_id": None,
+         "member_epoch": m.epoch, "assignment": [{"topic": t, "partitions": sorted(ps)}
+                                                 for t, ps in sorted(m.assignment.items())]}
+        for m in shared.members.values()]
+    lags = _share_lags(broker, name)
+    offsets = [{"topic": t, "partition": p, "committed": part.start, "log_end_offset": _offsets(broker, t, p)[1],
+                "lag": lags.get((t, p)), "member_id": None, "in_flight": part.in_flight()}
+               for (t, p), part in sorted(broker.share.group_partitions(name).items())]
+    return {"name": name, "state": broker.share.group_state(name), "protocol_type": "share", "protocol": "simple",
+            "members": members, "offsets": offsets, "lag": sum(lags.values()),
+            "lag_history": {"interval_s": INTERVAL_S, "samples": history.samples(name)}}
 
 
 def topic_summaries(broker: Broker) -> list[dict[str, Any]]:
@@ -141,6 +172,8 @@ def topic(broker: Broker, name: str, partitions: list[dict[str, Any]]) -> dict[s
 def group(broker: Broker, name: str, history: LagHistory) -> dict[str, Any]:
     coordinator = broker.coordinator
     known = {g for g, _, _ in coordinator.list_groups()} if coordinator is not None else set()
+    if name not in known and name in broker.share.known_groups():
+        return _share_group(broker, name, history)  # a share group: its start offsets stand for commits
     if name not in known:
         raise NotFound(f"unknown group {name!r} (or not coordinated by node {broker.config['node.id']})")
     summary = coordinator.describe(name)

@@ -220,3 +220,36 @@ def test_actions_are_authorized_as_the_console_principal_like_any_client(guarded
     status, body = call(guarded.admin, "/v1/topics/kept/delete", {}, auth)
     assert status == 403 and "TOPIC_AUTHORIZATION_FAILED" in body["error"]
     assert call(guarded.admin, "/v1/topics/kept", headers=auth)[0] == 200
+
+
+def test_a_share_group_is_listed_and_shown_with_its_start_offsets_and_members(broker, orders):
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    group = f"workers-{uuid.uuid4().hex[:6]}"
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept: its futures need the handle
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
+    member = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                            "share.acknowledgement.mode": "explicit"})
+    member.subscribe(["orders"])
+    try:
+        accepted = 0
+        deadline = time.monotonic() + 30
+        while accepted < 5 and time.monotonic() < deadline:
+            for m in member.poll(0.5) or []:
+                member.acknowledge(m, AcknowledgeType.ACCEPT)
+                accepted += 1
+            member.commit_sync()
+        assert accepted == 5
+        status, overview = call(broker.admin, "/v1/overview")
+        listed = next(g for g in overview["groups"] if g["name"] == group)
+        assert (listed["state"], listed["protocol_type"], listed["members"], listed["lag"]) == ("Stable", "share", 1, 0)
+        status, page = call(broker.admin, f"/v1/groups/{group}")
+        assert status == 200, page
+        assert [(o["topic"], o["partition"], o["committed"], o["lag"]) for o in page["offsets"]] == [
+            ("orders", 0, 3, 0), ("orders", 1, 2, 0)]  # each share-partition's start: everything accepted
+        assert [m["assignment"] for m in page["members"]] == [[{"topic": "orders", "partitions": [0, 1]}]]
+    finally:
+        member.close()
