@@ -94,6 +94,19 @@ async def handle_share_group_describe(broker: Broker, request: Request):
     return cls(throttle_time_ms=0, groups=groups)
 
 
+async def _durable(broker: Broker, changed: list) -> int:
+    """Write the acknowledged share-partitions' state and wait until the broker group's sync-state
+    set holds it (as a commit's offsets): an acknowledged record is never delivered again, even
+    after a failover. An error code for the acknowledgements when either fails."""
+    if not changed:
+        return ErrorCode.NONE
+    error = await broker.share.persist(changed)
+    if error:
+        return error
+    replicated = await broker.replicated()
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE if replicated else ErrorCode.NONE
+
+
 def _acknowledge(broker: Broker, body, names, member: str, refused: set[str]) -> tuple[dict, list]:
     """Apply the request's acknowledgement batches: {(topic, partition): error}, and the keys to write."""
     results, changed = {}, []
@@ -212,7 +225,7 @@ async def handle_share_fetch(broker: Broker, request: Request):
                         nursery.start_soon(either, released.wait)
             finally:
                 broker.appends.unregister(keys, event)
-    error = await share.persist(changed)
+    error = await _durable(broker, changed)
     if error:
         for key in acks:
             parts[key]["ack"] = error
@@ -288,7 +301,7 @@ async def handle_share_acknowledge(broker: Broker, request: Request):
     except SessionError as exc:
         return answer(exc.code, str(exc))
     results, changed = _acknowledge(broker, body, names, member, refused)
-    error = await share.persist(changed)
+    error = await _durable(broker, changed)
     if error:
         results = {key: error for key in results}
     else:
