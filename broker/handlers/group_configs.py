@@ -76,6 +76,9 @@ async def alter_group(broker: Broker, group: str, configs, validate_only: bool) 
         changes[c.name] = value
     if validate_only or not changes:
         return ErrorCode.NONE, None
+    if not broker.topology.leading:  # kept in the state topic, which only a broker group's master writes
+        return ErrorCode.INVALID_REQUEST, ("gregor: group configs are set at the master of a broker group "
+                                           "(this node follows); send the request to the master")
     try:
         await broker.share.set_configs(group, changes)
     except StoreError as exc:
