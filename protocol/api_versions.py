@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from kafka.protocol import admin, consumer, metadata, producer, sasl
 from kafka.protocol.api_message import ApiMessage
 
-from protocol import kip848, kip932
+from protocol import kip848, kip932, kip966
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +73,7 @@ API_SPECS: dict[int, ApiSpec] = {s.api_key: s for s in (
     _spec(admin.AlterUserScramCredentialsRequest, admin.AlterUserScramCredentialsResponse, 0, 0),
     _spec(admin.DescribeTransactionsRequest, admin.DescribeTransactionsResponse, 0, 0),
     _spec(admin.ListTransactionsRequest, admin.ListTransactionsResponse, 0, 1),
+    _spec(kip966.DescribeTopicPartitionsRequest, kip966.DescribeTopicPartitionsResponse, 0, 0),
     _spec(kip848.ConsumerGroupHeartbeatRequest, kip848.ConsumerGroupHeartbeatResponse, 0, 1),
     _spec(kip848.ConsumerGroupDescribeRequest, kip848.ConsumerGroupDescribeResponse, 0, 1),
     _spec(kip932.ShareGroupHeartbeatRequest, kip932.ShareGroupHeartbeatResponse, 1, 1),

@@ -35,6 +35,7 @@ HANDLERS: dict[str, Handler] = {
     "Fetch": fetch.handle_fetch,
     "ListOffsets": fetch.handle_list_offsets,
     "Metadata": metadata.handle_metadata,
+    "DescribeTopicPartitions": metadata.handle_describe_topic_partitions,
     "OffsetCommit": groups.handle_offset_commit,
     "OffsetFetch": groups.handle_offset_fetch,
     "FindCoordinator": groups.handle_find_coordinator,

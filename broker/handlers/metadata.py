@@ -121,3 +121,55 @@ async def handle_describe_cluster(broker: Broker, request: Request):
     return cls[request.header.api_version](
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1, cluster_id=broker.cluster_id,
         controller_id=_controller(broker), brokers=nodes, authorized_operations=operations)
+
+
+MAX_PARTITIONS_PER_ANSWER = 2000  # Kafka's max.request.partition.size.limit default
+
+
+async def handle_describe_topic_partitions(broker: Broker, request: Request):
+    """DescribeTopicPartitions (KIP-966): topics sorted by name, their partitions as Metadata shows
+    them, at most ResponsePartitionLimit partitions per answer and a cursor to go on from."""
+    body = request.body
+    cls = request.spec.response[request.header.api_version]
+    Topic = cls.DescribeTopicPartitionsResponseTopic
+    Partition = Topic.DescribeTopicPartitionsResponsePartition
+    every = not body.topics
+    names = sorted(broker.store.topics()) if every else sorted({t.name for t in body.topics})
+    cursor = body.cursor
+    if cursor is not None:
+        names = [n for n in names if n >= cursor.topic_name]
+    limit = max(1, min(body.response_partition_limit, MAX_PARTITIONS_PER_ANSWER))
+    topics, left, next_cursor = [], limit, None
+    for name in names:
+        if name.startswith("__"):
+            if every:
+                continue  # Gregor's internal topics are never shown
+        if not broker.allowed(Op.DESCRIBE, Res.TOPIC, name):
+            if not every:
+                topics.append(Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=uuid.UUID(int=0),
+                                    is_internal=False, partitions=[]))
+            continue
+        meta = broker.topic(name) if not name.startswith("__") else None
+        if meta is None:
+            topics.append(Topic(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=uuid.UUID(int=0),
+                                is_internal=False, partitions=[]))
+            continue
+        if left <= 0:
+            next_cursor = cls.Cursor(topic_name=name, partition_index=0)
+            break
+        first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        partitions = []
+        for i in range(first, meta.partitions):
+            if left <= 0:
+                next_cursor = cls.Cursor(topic_name=name, partition_index=i)
+                break
+            leader, epoch, replicas, isr, offline = broker.topology.partition_view(name, i)
+            partitions.append(Partition(
+                error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE, partition_index=i,
+                leader_id=leader, leader_epoch=epoch, replica_nodes=replicas, isr_nodes=isr,
+                eligible_leader_replicas=[], last_known_elr=[], offline_replicas=offline))
+            left -= 1
+        topics.append(Topic(error_code=0, name=name, topic_id=meta.topic_id, is_internal=False, partitions=partitions))
+        if next_cursor is not None:
+            break
+    return cls(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
