@@ -216,12 +216,12 @@ def _check_one(broker: Broker, topic: str, partition: int, records: bytes | None
         return _error(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)  # Kafka checks Produce v3-v6 only
     if compacted:  # per-record work only for compacted topics
         keyless = _keyless(records)
-        if keyless is not None:
+        if keyless:  # every one listed, the message showing the first three (Kafka's LogValidator)
             why = f"Compacted topic cannot accept message without key in topic partition {topic}-{partition}"
+            shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i in keyless[:3])
             return _error(ErrorCode.INVALID_RECORD, log_start, RecordErrors.of(  # Kafka 3.9's wording
-                "One or more records have been rejected due to 1 record errors in total, and only showing the "
-                f"first three errors at most: [RecordError(batchIndex={keyless}, message='{why}')]",
-                [(keyless, why)]))
+                f"One or more records have been rejected due to {len(keyless)} record errors in total, and only "
+                f"showing the first three errors at most: [{shown}]", [(i, why) for i in keyless]))
     # KIP-890: the partition must be in the producer's transaction, when this node coordinates it
     # (a transaction of another broker group's coordinator is not verified, as before Kafka 3.6)
     if header.attributes & TRANSACTIONAL_BIT and (transactional_id is None
@@ -244,13 +244,10 @@ def _check_one(broker: Broker, topic: str, partition: int, records: bytes | None
     return _Accepted(topic, partition, batch, header, append_time, log_start)
 
 
-def _keyless(records: bytes) -> int | None:
-    """Index in the batch of the first record without a key, or None (Kafka's LogValidator
-    refuses such a record on a compacted topic)."""
-    for i, record in enumerate(decode(records)):
-        if record.key is None:
-            return i
-    return None
+def _keyless(records: bytes) -> list[int]:
+    """Indexes in the batch of the records without a key (Kafka's LogValidator refuses each such
+    record on a compacted topic, and lists them all)."""
+    return [i for i, record in enumerate(decode(records)) if record.key is None]
 
 
 def _appended(broker: Broker, a: _Accepted, result) -> tuple:

@@ -160,6 +160,27 @@ def test_a_compacted_topic_refuses_a_record_without_a_key(client):
     assert [(e.batch_index, e.batch_index_error_message) for e in p.record_errors] == [(1, why)]
 
 
+def test_every_keyless_record_of_a_batch_is_listed_in_the_record_errors(client):
+    """10 keyless records in a batch of 100 to a compacted topic: each of the 10 is named (a client
+    fails those 10 as invalid and the other 90 as failed because of them); the message shows three."""
+    topic, _, _ = create(client, {"cleanup.policy": "compact"})
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    keyless = list(range(5, 100, 10))
+    for i in range(100):
+        b.append(i, timestamp=int(time.time() * 1000), key=None if i in keyless else b"k%d" % i, value=b"v", headers=[])
+    T = ProduceRequest.TopicProduceData
+    r = client.request(ProduceRequest[9](transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
+        T(name=topic, partition_data=[T.PartitionProduceData(index=0, records=bytes(b.build()))])]))
+    p = r.responses[0].partition_responses[0]
+    why = f"Compacted topic cannot accept message without key in topic partition {topic}-0"
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i in keyless[:3])
+    assert (p.error_code, p.base_offset, p.error_message) == (
+        87, -1, ("One or more records have been rejected due to 10 record errors in total, and only showing the "
+        f"first three errors at most: [{shown}]"))
+    assert [(e.batch_index, e.batch_index_error_message) for e in p.record_errors] == [(i, why) for i in keyless]
+
+
 def test_gregor_keeps_altered_configs_and_the_log_start_across_a_restart(tmp_path):
     process = start_broker(tmp_path, **SETTINGS)
     try:
