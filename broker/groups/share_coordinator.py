@@ -48,6 +48,7 @@ GROUP_CONFIGS = {
     "share.heartbeat.interval.ms": None,
     "errors.deadletterqueue.topic.name": "",
     "errors.deadletterqueue.copy.record.enable": "false",
+    "gregor.share.release.delay.ms": "",  # Gregor's: RocketMQ's retry delays after RELEASE (none: Kafka's)
 }
 
 
@@ -82,6 +83,15 @@ class SessionError(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def release_delays(value: str) -> tuple[int, ...]:
+    """gregor.share.release.delay.ms: comma-separated delays, the n-th for a record released after its
+    n-th delivery (ValueError for anything but non-negative integers)."""
+    delays = tuple(int(v) for v in value.split(",") if v.strip()) if value.strip() else ()
+    if any(d < 0 for d in delays):
+        raise ValueError("delays are at least 0")
+    return delays
 
 
 def partition_key(group: str, topic: str, partition: int) -> bytes:
@@ -200,15 +210,17 @@ class ShareCoordinator:
                 current.pop(name, None)
             else:
                 current[name] = value
+        settings = self._partition_settings(group)
         for (g, _, _), part in self.partitions.items():
             if g == group:
-                part.lock_ms = int(self.config(group, "share.record.lock.duration.ms"))
-                part.delivery_limit = int(self.config(group, "share.delivery.count.limit"))
+                part.lock_ms, part.delivery_limit = settings["lock_ms"], settings["delivery_limit"]
+                part.release_delays_ms = settings["release_delays_ms"]
 
     def _partition_settings(self, group: str) -> dict:
         return {"lock_ms": int(self.config(group, "share.record.lock.duration.ms")),
                 "delivery_limit": int(self.config(group, "share.delivery.count.limit")),
-                "max_in_flight": self.settings.max_in_flight}
+                "max_in_flight": self.settings.max_in_flight,
+                "release_delays_ms": release_delays(self.config(group, "gregor.share.release.delay.ms"))}
 
     def _membership(self, group: str) -> Settings:
         return Settings(int(self.config(group, "share.session.timeout.ms")),

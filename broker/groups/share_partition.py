@@ -23,6 +23,7 @@ GAP = 0  # an acknowledge type for offsets without a record (Kafka's GAP): archi
 STATE_MASK = 0x0F
 COUNT_SHIFT = 4
 REJECTED, LIMIT_REACHED = 1, 2  # why a record was archived, for the group's dead-letter topic (KIP-1191)
+DELAYED = "\x00delayed"  # who holds a RELEASEd record until its redelivery delay has passed (never a member id)
 
 
 @dataclass(slots=True)
@@ -34,7 +35,8 @@ class Acquisition:
 
 
 class SharePartition:
-    def __init__(self, start: int, *, lock_ms: int = 30000, delivery_limit: int = 5, max_in_flight: int = 2000) -> None:
+    def __init__(self, start: int, *, lock_ms: int = 30000, delivery_limit: int = 5, max_in_flight: int = 2000,
+                 release_delays_ms: tuple[int, ...] = ()) -> None:
         if not 1 <= delivery_limit <= 15:
             raise ValueError("group.share.delivery.count.limit is between 1 and 15 here")
         self.start = start  # Kafka's share-partition start offset (SPSO)
@@ -42,6 +44,10 @@ class SharePartition:
         self.lock_ms = lock_ms
         self.delivery_limit = delivery_limit
         self.max_in_flight = max_in_flight
+        # RocketMQ's retry delays (Gregor's group config gregor.share.release.delay.ms): a record RELEASEd
+        # after its n-th delivery is available again only after the n-th delay (the last one for later
+        # deliveries); empty: at once, as in Kafka
+        self.release_delays_ms = release_delays_ms
         self._window = np.zeros(0, dtype=np.uint8)  # offsets [start, end)
         self.acquisitions: list[Acquisition] = []
         # records archived since the last take_dead(): (offset, delivery count, REJECTED or LIMIT_REACHED)
@@ -120,12 +126,19 @@ class SharePartition:
         renewed = offsets[kinds == RENEW].tolist()
         for lo, hi, _ in _runs(renewed, [0] * len(renewed)):  # still acquired: their lock starts again
             self._relock(member, lo, hi, now_ms + self.lock_ms)
+        if self.release_delays_ms:  # released, not spent: held back until the delay for its count has passed
+            later = released & (counts < self.delivery_limit)
+            self._window[index[later]] = (counts[later] << COUNT_SHIFT).astype(np.uint8) | ACQUIRED
+            for lo, hi, count in _runs(offsets[later].tolist(), counts[later].tolist()):
+                delay = self.release_delays_ms[min(count, len(self.release_delays_ms)) - 1]
+                self._relock(member, lo, hi, now_ms + delay, DELAYED)
         self._forget_acquisitions()
         self._advance()
         return True
 
-    def _relock(self, member: str, first: int, last: int, deadline_ms: int) -> None:
-        """Give [first, last] of `member`'s acquisitions a new deadline, splitting the ranges it cuts."""
+    def _relock(self, member: str, first: int, last: int, deadline_ms: int, holder: str | None = None) -> None:
+        """Give [first, last] of `member`'s acquisitions a new deadline (and `holder`, if given),
+        splitting the ranges it cuts."""
         kept = []
         for a in self.acquisitions:
             if a.member != member or a.last < first or a.first > last:
@@ -133,7 +146,7 @@ class SharePartition:
                 continue
             if a.first < first:
                 kept.append(Acquisition(a.first, first - 1, member, a.deadline_ms))
-            kept.append(Acquisition(max(a.first, first), min(a.last, last), member, deadline_ms))
+            kept.append(Acquisition(max(a.first, first), min(a.last, last), holder or member, deadline_ms))
             if a.last > last:
                 kept.append(Acquisition(last + 1, a.last, member, a.deadline_ms))
         self.acquisitions = kept

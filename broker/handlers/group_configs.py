@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from broker.groups.dead_letters import name_problem
-from broker.groups.share_coordinator import GROUP_CONFIGS
+from broker.groups.share_coordinator import GROUP_CONFIGS, release_delays
 from protocol.errors import ErrorCode
 from store import StoreError
 
@@ -34,6 +34,13 @@ def _problem(broker: Broker, name: str, value: str | None) -> str | None:
     if name == "errors.deadletterqueue.topic.name":
         problem = name_problem(value)
         return f"{name}: {problem}" if problem else None
+    if name == "gregor.share.release.delay.ms":
+        try:
+            release_delays(value)
+        except ValueError:
+            return (f"Invalid value {value} for configuration {name}: comma-separated delays in ms, each at "
+                    "least 0 (the n-th for a record released after its n-th delivery)")
+        return None
     if name == "errors.deadletterqueue.copy.record.enable":
         if value.lower() not in ("true", "false"):
             return f"Invalid value {value} for configuration {name}: Expected value to be either true or false"

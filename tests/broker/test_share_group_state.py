@@ -118,3 +118,23 @@ def test_rejected_and_spent_records_are_handed_to_the_dead_letter_writer_once():
     part.acquire(1, "m", 3, 3)  # 1 and 2 again: their second delivery
     part.expire(1 + part.lock_ms)  # the lock runs out at the limit: archived
     assert part.take_dead() == [(1, 2, LIMIT_REACHED), (2, 2, LIMIT_REACHED)] and part.take_dead() == []
+
+
+def test_released_records_wait_out_the_groups_retry_delay_for_their_delivery_count():
+    """gregor.share.release.delay.ms=1000,5000 (RocketMQ's retry delays): a record released after its
+    first delivery comes back after 1 s, after its second after 5 s, and later ones after 5 s too."""
+    part = SharePartition(0, delivery_limit=5, release_delays_ms=(1000, 5000))
+    assert part.acquire(0, "m", 1, 1) == [(0, 0, 1)]
+    assert part.acknowledge(0, "m", 0, 0, [RELEASE])
+    assert part.acquire(999, "n", 1, 1) == [] and part.next_deadline() == 1000
+    assert part.acquire(1000, "n", 1, 1) == [(0, 0, 2)]
+    assert part.acknowledge(2000, "n", 0, 0, [RELEASE])
+    assert part.acquire(6999, "m", 1, 1) == [] and part.acquire(7000, "m", 1, 1) == [(0, 0, 3)]
+
+
+def test_a_bad_retry_delay_config_is_refused():
+    from broker.groups.share_coordinator import release_delays
+    assert release_delays("1000, 5000") == (1000, 5000) and release_delays("") == ()
+    for bad in ("soon", "-1", "1000,x"):
+        with pytest.raises(ValueError):
+            release_delays(bad)

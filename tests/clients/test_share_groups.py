@@ -542,3 +542,22 @@ def test_an_internal_dead_letter_topic_name_is_refused(broker):
         for future in admin.incremental_alter_configs([resource]).values():
             future.result(timeout=30)
     assert "INVALID_CONFIG" in str(refused.value) or "InvalidConfig" in str(refused.value), refused.value
+
+
+def test_a_released_record_comes_back_after_the_groups_retry_delay(tmp_path):
+    """Gregor's gregor.share.release.delay.ms (RocketMQ's retry delays; Kafka redelivers at once)."""
+    with InProcessBroker(tmp_path / "data", **SETTINGS) as broker:
+        _setup(broker.bootstrap, "retries", "retriers", 1, **{"gregor.share.release.delay.ms": "1500"})
+        member = _member(broker.bootstrap, "retriers", "retries", explicit=True)
+        try:
+            seen = []
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and len(seen) < 2:
+                for m in _poll(member, 0.1):
+                    seen.append((m.delivery_count(), time.monotonic()))
+                    member.acknowledge(m, AcknowledgeType.RELEASE if m.delivery_count() == 1 else AcknowledgeType.ACCEPT)
+                member.commit_sync()
+            assert [count for count, _ in seen] == [1, 2]
+            assert seen[1][1] - seen[0][1] >= 1.4  # not at once: after the delay
+        finally:
+            member.close()
