@@ -4,6 +4,8 @@ answer and a cursor to go on from, unknown topics answered UNKNOWN_TOPIC_OR_PART
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -33,6 +35,10 @@ def bootstrap(request, tmp_path_factory):
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
         admin.create_topics([NewTopic("dtp-a", 3, 1), NewTopic("dtp-b", 2, 1), NewTopic("dtp-c", 1, 1)])
         admin.close()
+        deadline = time.monotonic() + 30  # Kafka's brokers learn new topics from the controller a moment later
+        while any(error for error, _, _ in _ask(broker.bootstrap, ["dtp-a", "dtp-b", "dtp-c"], 2000)[0]):
+            assert time.monotonic() < deadline, "the topics were not created"
+            time.sleep(0.2)
         yield broker.bootstrap
     finally:
         broker.stop()
