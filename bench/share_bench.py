@@ -25,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +41,7 @@ from confluent_kafka.admin import (  # noqa: E402
     ResourceType,
 )
 
+from broker.groups.share_partition import SharePartition  # noqa: E402
 from tests.kit.gregor import start_broker  # noqa: E402
 from tests.kit.kafka import KafkaBroker, KafkaUnavailable  # noqa: E402
 
@@ -154,9 +156,6 @@ def in_flight_bytes(records: int = 1_000_000, per_fetch: int = 500) -> tuple[int
     """Memory a share-partition holds for `records` in-flight records acquired `per_fetch` at a time
     by 100 members: (held after, tracemalloc's peak during the acquisitions). Gregor only: Kafka's
     is inside its JVM."""
-    import tracemalloc
-
-    from broker.groups.share_partition import SharePartition
     tracemalloc.start()
     part = SharePartition(0, max_in_flight=records)
     for i in range(records // per_fetch):

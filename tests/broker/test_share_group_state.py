@@ -8,9 +8,20 @@ import pytest
 import trio
 import trio.testing
 
-from broker.groups.share_coordinator import SessionError, ShareCoordinator, partition_key
+from broker.groups.share_coordinator import SessionError, ShareCoordinator, partition_key, release_delays
 from broker.groups.share_group import Settings, ShareGroup, ShareHeartbeat, simple_assignment
-from broker.groups.share_partition import ACCEPT, ACKNOWLEDGED, AVAILABLE, RELEASE, SharePartition, decode, encode
+from broker.groups.share_partition import (
+    ACCEPT,
+    ACKNOWLEDGED,
+    AVAILABLE,
+    LIMIT_REACHED,
+    REJECT,
+    REJECTED,
+    RELEASE,
+    SharePartition,
+    decode,
+    encode,
+)
 from protocol.errors import ErrorCode
 
 TOPICS = {"jobs": 1, "wide": 4}
@@ -110,7 +121,6 @@ def test_lock_expiry_in_the_coordinator_releases_records_with_time_passed_in():
 
 
 def test_rejected_and_spent_records_are_handed_to_the_dead_letter_writer_once():
-    from broker.groups.share_partition import LIMIT_REACHED, REJECT, REJECTED
     part = SharePartition(0, delivery_limit=2)
     part.acquire(0, "m", 3, 3)
     assert part.acknowledge(0, "m", 0, 0, [REJECT]) and part.acknowledge(0, "m", 1, 2, [RELEASE])
@@ -133,7 +143,6 @@ def test_released_records_wait_out_the_groups_retry_delay_for_their_delivery_cou
 
 
 def test_a_bad_retry_delay_config_is_refused():
-    from broker.groups.share_coordinator import release_delays
     assert release_delays("1000, 5000") == (1000, 5000) and release_delays("") == ()
     for bad in ("soon", "-1", "1000,x"):
         with pytest.raises(ValueError):

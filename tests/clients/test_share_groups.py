@@ -18,12 +18,13 @@ import uuid
 from collections import Counter
 
 import pytest
-from confluent_kafka import Consumer, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 from tests.kit.both import GREGOR, KAFKA
 from tests.kit.gregor import ROOT, start_broker
 from kafka.protocol.admin import ListGroupsRequest
+from kafka.protocol.metadata import MetadataRequest
 
 from protocol.errors import ErrorCode
 from protocol.kip932 import (
@@ -44,13 +45,7 @@ LOCK_MS = 2000
 # the same settings on both brokers: short locks, so expiry shows within a test
 SETTINGS = {"group.share.min.record.lock.duration.ms": "1000", "group.share.record.lock.duration.ms": str(LOCK_MS),
             "group.share.delivery.count.limit": "3"}
-try:
-    from confluent_kafka import AcknowledgeType
-except ImportError:  # pragma: no cover - confluent-kafka before 2.16
-    AcknowledgeType = None
-
-pytestmark = [pytest.mark.skipif(AcknowledgeType is None, reason="confluent-kafka 2.16 or later has ShareConsumer"),
-              pytest.mark.kafka_version(KAFKA_4)]
+pytestmark = [pytest.mark.kafka_version(KAFKA_4)]
 
 
 @pytest.fixture(params=[GREGOR, KAFKA])
@@ -299,7 +294,6 @@ def test_kill_9_mid_flight_redelivers_only_what_was_not_acknowledged(kind, tmp_p
 
 
 def _topic_id(client: WireClient, topic: str):
-    from kafka.protocol.metadata import MetadataRequest
     answer = client.request(MetadataRequest[12](topics=[MetadataRequest[12].MetadataRequestTopic(topic_id=None, name=topic)],
                                                 allow_auto_topic_creation=False,
                                                 include_topic_authorized_operations=False))

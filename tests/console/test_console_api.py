@@ -13,6 +13,8 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
+from confluent_kafka import AcknowledgeType, ShareConsumer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -223,8 +225,6 @@ def test_actions_are_authorized_as_the_console_principal_like_any_client(guarded
 
 
 def test_a_share_group_is_listed_and_shown_with_its_start_offsets_and_members(broker, orders):
-    from confluent_kafka import AcknowledgeType, ShareConsumer
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
     group = f"workers-{uuid.uuid4().hex[:6]}"
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
         ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
