@@ -374,20 +374,17 @@ class ShareCoordinator:
         keys = [k for k in self.partitions if k[0] == group_id]
         if group is None and not keys:
             return ErrorCode.GROUP_ID_NOT_FOUND
-        if self.state is not None:
-            try:
-                await trio.to_thread.run_sync(self.state.write_state, [(partition_key(*k), None) for k in keys])
-            except StoreError:
-                return ErrorCode.NOT_COORDINATOR
-        for key in keys:
-            del self.partitions[key]
-            self._saved.pop(key, None)
-        self.share_groups.pop(group_id, None)
-        return ErrorCode.NONE
+        error = await self._drop(keys)
+        if not error:
+            self.share_groups.pop(group_id, None)
+        return error
 
     async def forget_topic(self, group_id: str, topic: str) -> int:
         """DeleteShareGroupOffsets: the group's state of the topic goes (its next read starts anew)."""
-        keys = [k for k in self.partitions if k[0] == group_id and k[1] == topic]
+        return await self._drop([k for k in self.partitions if k[0] == group_id and k[1] == topic])
+
+    async def _drop(self, keys: list[Key]) -> int:
+        """Forget these share-partitions, their state records deleted first (NOT_COORDINATOR if refused)."""
         if self.state is not None and keys:
             try:
                 await trio.to_thread.run_sync(self.state.write_state, [(partition_key(*k), None) for k in keys])
