@@ -203,9 +203,14 @@ class Broker:
                                          self.config["errors.deadletterqueue.topic.name.prefix"])
         return share
 
-    def share_topics(self) -> dict[str, int]:
-        """Every topic a share group may subscribe to (internal ones never), by partition count."""
+    def subscribable_topics(self) -> dict[str, int]:
+        """Every topic a consumer-protocol or share group may subscribe to (internal ones never), by
+        partition count."""
         return {name: meta.partitions for name, meta in self.store.topics().items() if not name.startswith("__")}
+
+    def topic_names_by_id(self) -> dict[uuid.UUID, str]:
+        """The same topics' names by topic id (KIP-848's and KIP-932's requests name topics by id)."""
+        return {meta.topic_id: name for name, meta in self.store.topics().items() if not name.startswith("__")}
 
     def share_offsets(self, topic: str, partition: int) -> tuple[int, int] | None:
         """(log start, high watermark) of a partition this node leads, for share-partitions."""
@@ -219,7 +224,7 @@ class Broker:
         producer-state snapshots (always on a single node; while leading in a broker group)."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.coordinator.run)
-            nursery.start_soon(self.share.run, self.share_topics)
+            nursery.start_soon(self.share.run, self.subscribable_topics)
             nursery.start_soon(self.txn.run)
             nursery.start_soon(self._snapshot_producers_periodically)
 

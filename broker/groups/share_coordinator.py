@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from broker.groups.share_group import Settings, ShareAnswer, ShareGroup, ShareHeartbeat
-from broker.groups.share_partition import SharePartition, decode, encode
+from broker.groups.share_partition import RELEASE, SharePartition, decode, encode
 from broker.groups.state import GroupState
 from protocol.errors import ErrorCode
 from store import StoreError
@@ -315,7 +315,7 @@ class ShareCoordinator:
         for first, last, types in batches:
             if not part.acknowledge(now, member, first, last, list(types)):
                 error = ErrorCode.INVALID_RECORD_STATE
-            elif any(t in (2,) for t in types):
+            elif RELEASE in types:
                 released = True
         if released:
             self._notify()

@@ -18,16 +18,6 @@ if TYPE_CHECKING:
     from broker.broker import Broker
 
 
-def _topics(broker: Broker) -> tuple[dict[str, int], dict[uuid.UUID, str]]:
-    """Every topic a member may subscribe to (internal ones never): partition counts, and names by id."""
-    counts, names = {}, {}
-    for name, meta in broker.store.topics().items():
-        if not name.startswith("__"):
-            counts[name] = meta.partitions
-            names[meta.topic_id] = name
-    return counts, names
-
-
 async def handle_consumer_group_heartbeat(broker: Broker, request: Request):
     body = request.body
     version = request.header.api_version
@@ -35,7 +25,7 @@ async def handle_consumer_group_heartbeat(broker: Broker, request: Request):
     if not broker.allowed(Op.READ, Res.GROUP, body.group_id):
         return cls(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None,
                    member_id=None, member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
-    counts, names = _topics(broker)
+    counts, names = broker.subscribable_topics(), broker.topic_names_by_id()
     member_id = body.member_id
     if version == 0 and body.member_epoch == 0 and not member_id:  # v0: the coordinator names new members
         member_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()

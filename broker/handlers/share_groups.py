@@ -25,10 +25,6 @@ if TYPE_CHECKING:
 READ_COMMITTED = "read_committed"
 
 
-def _names(broker: Broker) -> dict[uuid.UUID, str]:
-    return {meta.topic_id: name for name, meta in broker.store.topics().items() if not name.startswith("__")}
-
-
 async def handle_share_group_heartbeat(broker: Broker, request: Request):
     body = request.body
     cls = request.spec.response[request.header.api_version]
@@ -41,7 +37,7 @@ async def handle_share_group_heartbeat(broker: Broker, request: Request):
     beat = ShareHeartbeat(member_id=body.member_id, member_epoch=body.member_epoch, rack_id=body.rack_id,
                           subscribed_names=subscribed, client_id=request.header.client_id or "",
                           client_host=peer_host.get())
-    answer = await broker.share.heartbeat(body.group_id, beat, broker.share_topics(), broker.share_offsets)
+    answer = await broker.share.heartbeat(body.group_id, beat, broker.subscribable_topics(), broker.share_offsets)
     assignment = None
     if answer.assignment is not None:
         ids = {name: meta.topic_id for name, meta in broker.store.topics().items()}
@@ -142,7 +138,7 @@ def _read_acquired(broker: Broker, topic: str, partition: int, runs, committed: 
                 end = base + int.from_bytes(batch[23:27], "big")  # last offset delta
                 if end < offset:
                     continue
-                out.append(bytes(batch))
+                out.append(batch)  # joined once below: one copy of the batch bytes
                 covered = end
                 if end >= last:
                     break
@@ -178,7 +174,7 @@ async def handle_share_fetch(broker: Broker, request: Request):
     if not broker.allowed(Op.READ, Res.GROUP, group_id):
         return answer(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     share.load()
-    names = _names(broker)
+    names = broker.topic_names_by_id()
     ids = {name: topic_id for topic_id, name in names.items()}
     refused = {n for n in {names.get(t.topic_id) for t in body.topics} if n and not broker.allowed(Op.READ, Res.TOPIC, n)}
     wanted = [(names[t.topic_id], p.partition_index) for t in body.topics if t.topic_id in names
@@ -294,7 +290,7 @@ async def handle_share_acknowledge(broker: Broker, request: Request):
     if not broker.allowed(Op.READ, Res.GROUP, group_id):
         return answer(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     share.load()
-    names = _names(broker)
+    names = broker.topic_names_by_id()
     refused = {n for n in {names.get(t.topic_id) for t in body.topics} if n and not broker.allowed(Op.READ, Res.TOPIC, n)}
     try:
         share.session(group_id, member, body.share_session_epoch, [], [], acknowledge_only=True)
