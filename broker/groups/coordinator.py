@@ -189,6 +189,11 @@ class GroupCoordinator:
             self.groups[group_id] = group
         return group
 
+    def classic_in_use(self, group_id: str) -> bool:
+        """Does a classic group with members (or joining ones) hold this id?"""
+        classic = self.groups.get(group_id)
+        return classic is not None and classic.state not in (GroupState.EMPTY, GroupState.DEAD)
+
     # --- membership --------------------------------------------------------------------------
 
     async def consumer_heartbeat(self, group_id: str, beat: Heartbeat, topics: dict[str, int]) -> Answer:
@@ -200,8 +205,7 @@ class GroupCoordinator:
         self._load()
         group = self.consumer_groups.get(group_id)
         if group is None:
-            classic = self.groups.get(group_id)
-            if classic is not None and classic.state not in (GroupState.EMPTY, GroupState.DEAD):
+            if self.classic_in_use(group_id):
                 return Answer(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             if beat.member_epoch != 0:
                 return Answer(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} has no member {beat.member_id}.")

@@ -22,7 +22,6 @@ import trio
 
 from broker.groups.share_group import Settings, ShareAnswer, ShareGroup, ShareHeartbeat
 from broker.groups.share_partition import RELEASE, SharePartition, decode, encode
-from broker.groups.state import GroupState
 from protocol.errors import ErrorCode
 from store import StoreError
 from store.state import GROUP_CONFIG, SHARE_PARTITION
@@ -231,9 +230,7 @@ class ShareCoordinator:
         """Is the id taken by a classic group with members or a consumer-protocol group?"""
         if self.groups is None:
             return False
-        classic = self.groups.groups.get(group_id)
-        return group_id in self.groups.consumer_groups or (
-            classic is not None and classic.state not in (GroupState.EMPTY, GroupState.DEAD))
+        return group_id in self.groups.consumer_groups or self.groups.classic_in_use(group_id)
 
     async def heartbeat(self, group_id: str, beat: ShareHeartbeat, topics: Mapping[str, int],
                         offsets: Offsets) -> ShareAnswer:
