@@ -2,7 +2,9 @@
 
 The broker is `--bootstrap HOST:PORT` (or $GREGOR_BOOTSTRAP); without one, every scenario runs
 twice, against a fresh Gregor and against a real Apache Kafka 3.9 (tests/kit/kafka.py), both started
-here for the session with the same settings (auto-create off, no initial rebalance delay).
+here for the session with the same settings (auto-create off, no initial rebalance delay, short
+share-group locks); a module whose scenarios need Kafka 4 (share groups) says so in BROKERS and
+runs against Kafka 4.4.0 instead.
 With `--cluster` (or GREGOR_COMPAT_CLUSTER=1) the two are clusters of three nodes instead: a
 Gregor broker group coordinated by its own ZooKeeper (tests/kit/group.py) and a 3-voter
 KRaft Kafka (tests/kit/kafka_cluster.py). Scenarios may assume nothing else about a broker:
@@ -44,7 +46,7 @@ from tests.kit.wire import WireClient
 from tests.kit.group import BrokerGroup
 from tests.kit.zookeeper import ZOOKEEPER_JAR, ZooKeeperProcess
 from tests.kit.gregor import BrokerProcess, start_broker
-from tests.kit.kafka import KafkaBroker, KafkaUnavailable
+from tests.kit.kafka import KAFKA_VERSION, KafkaBroker, KafkaUnavailable
 from tests.kit.kafka_cluster import KafkaCluster
 
 SHARED_SETTINGS = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0",
@@ -52,8 +54,16 @@ SHARED_SETTINGS = {"auto.create.topics.enable": "false", "group.initial.rebalanc
                    "log.cleaner.backoff.ms": "500",
                    # test_transactions.py: timed-out transactions are looked for twice a second
                    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
+# Share groups' locks and delivery limit short enough to show within a scenario (test_share_groups.py);
+# Kafka 3.9 does not know these settings and ignores them.
+SHARE_SETTINGS = {"group.share.min.record.lock.duration.ms": "1000", "group.share.record.lock.duration.ms": "2000",
+                  "group.share.delivery.count.limit": "3"}
 GREGOR = "gregor"
 KAFKA = "apache-kafka"
+# Kafka 4.4.0, for the scenarios Kafka 3.9 cannot run (share groups): a module lists the brokers it
+# runs against in BROKERS (default GREGOR and KAFKA) and carries the kafka_version("4.4.0") mark
+KAFKA_4_VERSION = "4.4.0"
+KAFKA_4 = f"apache-kafka-{KAFKA_4_VERSION}"
 CLUSTER_SIZE = 3
 
 # (scenario function, broker) -> why that broker's answer differs from the other's.
@@ -86,7 +96,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "target" in metafunc.fixturenames:
         given = metafunc.config.getoption("--bootstrap") or os.environ.get("GREGOR_BOOTSTRAP")
-        brokers = ["given"] if given else [GREGOR, KAFKA]
+        brokers = ["given"] if given else list(getattr(metafunc.module, "BROKERS", (GREGOR, KAFKA)))
         metafunc.parametrize("target", brokers, indirect=True, scope="session")
     if "client_name" in metafunc.fixturenames:
         metafunc.parametrize("client_name", CLIENT_NAMES)
@@ -143,10 +153,12 @@ def target(request, tmp_path_factory) -> Target:
         yield from _cluster_target(request.param, tmp_path_factory)
         return
     if request.param == GREGOR:
-        process = start_broker(tmp_path_factory.mktemp("compat"), "gregor", **SHARED_SETTINGS)
+        process = start_broker(tmp_path_factory.mktemp("compat"), "gregor", **SHARED_SETTINGS, **SHARE_SETTINGS)
     else:
+        version = KAFKA_4_VERSION if request.param == KAFKA_4 else KAFKA_VERSION
         try:
-            process = KafkaBroker(tmp_path_factory.mktemp("compat") / "kafka", SHARED_SETTINGS)
+            process = KafkaBroker(tmp_path_factory.mktemp("compat") / "kafka", {**SHARED_SETTINGS, **SHARE_SETTINGS},
+                                  version=version)
         except KafkaUnavailable as e:
             pytest.skip(f"NOT RUN against Apache Kafka: {e}")
         process.start()
@@ -161,13 +173,14 @@ def _cluster_target(broker: str, tmp_path_factory):
     """A 3-node Gregor group under a ZooKeeper of its own, or a 3-node Kafka; SHARED_SETTINGS on
     every node. The nodes' data goes after the session, their logs stay in the tmp dir."""
     tmp = tmp_path_factory.mktemp("compat-cluster")
+    settings = {**SHARED_SETTINGS, **SHARE_SETTINGS}
     if broker == GREGOR:
         if not ZOOKEEPER_JAR.exists() or shutil.which("java") is None:
             pytest.skip("NOT RUN against a Gregor group: ZooKeeper is not installed (bin/setup-zookeeper)")
         zookeeper = ZooKeeperProcess(tmp / "zookeeper" / "data")
         zookeeper.data_dir.parent.mkdir()
         zookeeper.start()
-        group = BrokerGroup(tmp, zookeeper.connect + "/compat", CLUSTER_SIZE, "compat", dict(SHARED_SETTINGS))
+        group = BrokerGroup(tmp, zookeeper.connect + "/compat", CLUSTER_SIZE, "compat", settings)
         try:
             group.start()
             yield _describe_target(group.bootstrap, group)
@@ -178,7 +191,8 @@ def _cluster_target(broker: str, tmp_path_factory):
                 shutil.rmtree(node.data_dir, ignore_errors=True)
         return
     try:
-        cluster = KafkaCluster(tmp / "kafka", SHARED_SETTINGS, size=CLUSTER_SIZE)
+        cluster = KafkaCluster(tmp / "kafka", settings, size=CLUSTER_SIZE,
+                               version=KAFKA_4_VERSION if broker == KAFKA_4 else KAFKA_VERSION)
     except KafkaUnavailable as e:
         pytest.skip(f"NOT RUN against Apache Kafka: {e}")
     try:

@@ -56,7 +56,8 @@ class MatrixPlugin:
             self.cells[key] = ("pass", "")
 
 
-BROKER_TITLES = {"gregor": "Gregor", "apache-kafka": "Apache Kafka", "given": "the given broker"}
+BROKER_TITLES = {"gregor": "Gregor", "apache-kafka": "Apache Kafka 3.9.0", "apache-kafka-4.4.0": "Apache Kafka 4.4.0",
+                 "given": "the given broker"}
 
 
 def render(cells: dict[tuple[str, str, str], tuple[str, str]], where: str) -> str:

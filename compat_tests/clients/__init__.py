@@ -1,8 +1,8 @@
-"""One interface over four Kafka clients, so each compat scenario is written once.
+"""One interface over five Kafka clients, so each compat scenario is written once.
 
 A scenario asks a `KafkaClient` to produce `Message`s, consume `Record`s, look up
-offsets, join groups and administer topics. Each adapter (kafka_python, confluent,
-java, kcat) translates that into its client's own API and translates the client's
+offsets, join groups (classic or share groups) and administer topics. Each adapter (kafka_python,
+confluent, java for the 3.9 and the 4.4 Java client, kcat) translates that into its client's own API and translates the client's
 errors into Kafka error names (`ClientError.code`). An adapter that cannot express
 an operation raises `Unsupported`; the scenario turns that into a counted skip.
 Adapters never judge the broker's answers: the scenarios do.
@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 # The column order of the matrix.
-CLIENT_NAMES = ("kafka-python", "confluent-kafka", "java", "kcat")
-_MODULES = {"kafka-python": "kafka_python", "confluent-kafka": "confluent", "java": "java", "kcat": "kcat"}
+CLIENT_NAMES = ("kafka-python", "confluent-kafka", "java", "java-4.4", "kcat")
+# name -> (adapter module, its class)
+_MODULES = {"kafka-python": ("kafka_python", "Client"), "confluent-kafka": ("confluent", "Client"),
+            "java": ("java", "Client"), "java-4.4": ("java", "Client4"), "kcat": ("kcat", "Client")}
 
 # Offset specs for `list_offset`, as ListOffsets timestamps.
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
@@ -96,6 +98,29 @@ class GroupMember(Protocol):
     def stop(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class ShareDelivery:
+    """A record as a share-group member was handed it."""
+
+    value: bytes | None
+    delivery_count: int
+    offset: int
+
+
+class ShareMember(Protocol):
+    """A running member of a share group (thread or process). It polls until `count` deliveries
+    (then `linger` more seconds of polling), its deadline, or stop(); what it acknowledges is given
+    when it starts (`KafkaClient.share_member`)."""
+
+    def deliveries(self) -> list[ShareDelivery]: ...
+
+    def wait(self, timeout: float) -> None:
+        """Until the member has ended by itself (count and linger, or its deadline)."""
+
+    def stop(self) -> None:
+        """Leave the group and end; raises the ClientError the member met, if any."""
+
+
 class TransactionalProducer(Protocol):
     """A producer with a transactional.id whose transactions are initialized (InitProducerId answered).
     Errors surface as ClientError; after one the producer can still be aborted, abandoned or closed."""
@@ -169,6 +194,17 @@ class KafkaClient(Protocol):
 
     def describe_group(self, group: str) -> GroupDescription: ...
 
+    def share_member(self, group: str, topic: str, *, explicit: bool = False, reject: tuple[bytes, ...] = (),
+                     release: tuple[bytes, ...] = (), release_always: tuple[bytes, ...] = (),
+                     renew: tuple[bytes, ...] = (), hold: bool = False, count: int | None = None,
+                     linger: float = 0.0, timeout: float = 60.0) -> ShareMember:
+        """Start a share-group member of `group` on `topic`. Implicit acknowledgement (each record
+        ACCEPTed by the next poll) unless `explicit`; then each record whose value is in `reject` is
+        REJECTed, in `release` RELEASEd on its first delivery, in `release_always` RELEASEd every
+        time, in `renew` RENEWed twice (a lock's duration apart) and then ACCEPTed, any other
+        ACCEPTed, committed after each poll. `hold`: acquire the first records polled and never
+        acknowledge them, polling no more (their locks run out) until the deadline or stop()."""
+
 
 class PollingMember(threading.Thread):
     """An in-process group member: `poll_once` on its own thread until stop(), then `close`.
@@ -225,6 +261,8 @@ def stop_process(proc: subprocess.Popen, grace: float = 15.0) -> None:
 
 def make_client(name: str, bootstrap: str) -> KafkaClient:
     """The adapter for `name`; raises Unsupported (with the install hint) when that client is missing."""
-    module = importlib.import_module(f"compat_tests.clients.{_MODULES[name]}")
-    module.require()
-    return module.Client(bootstrap)
+    module_name, class_name = _MODULES[name]
+    module = importlib.import_module(f"compat_tests.clients.{module_name}")
+    client = getattr(module, class_name)
+    getattr(client, "require", module.require)()
+    return client(bootstrap)

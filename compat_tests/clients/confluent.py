@@ -6,6 +6,7 @@ messages to land where the Java client puts them (librdkafka's own default is co
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
@@ -21,11 +22,15 @@ from compat_tests.clients import (
     GroupDescription,
     PollingMember,
     Record,
+    ShareDelivery,
+    Unsupported,
 )
 
 try:
     from confluent_kafka import (
         OFFSET_BEGINNING,
+        AcknowledgeType,
+        ShareConsumer,
         OFFSET_END,
         Consumer,
         IsolationLevel,
@@ -275,6 +280,80 @@ class Client:
         [d] = self._admin_result(self.admin.describe_consumer_groups([group], request_timeout=15)).values()
         members = {m.member_id: {tp.partition for tp in m.assignment.topic_partitions} for m in d.members}
         return GroupDescription(_state_name(d.state), members)
+
+
+    def share_member(self, group, topic, *, explicit=False, reject=(), release=(), release_always=(), renew=(),
+                     hold=False, count=None, linger=0.0, timeout=60.0):
+        if renew:
+            raise Unsupported("confluent-kafka 2.16's AcknowledgeType has no RENEW")
+        config = {"bootstrap.servers": self.bootstrap, "group.id": group}
+        if explicit:
+            config["share.acknowledgement.mode"] = "explicit"
+        consumer = ShareConsumer(config)
+        consumer.subscribe([topic])
+        return _ShareMember(consumer, explicit, set(reject), set(release), set(release_always), hold, count,
+                            linger, timeout)
+
+
+class _ShareMember(threading.Thread):
+    """A ShareConsumer polled on a thread of its own, acknowledging as share_member was told."""
+
+    def __init__(self, consumer, explicit, reject, release, release_always, hold, count, linger, timeout) -> None:
+        super().__init__(daemon=True)
+        self.consumer = consumer
+        self.explicit, self.hold = explicit, hold
+        self.reject, self.release, self.release_always = reject, release, release_always
+        self.count, self.linger, self.deadline = count, linger, time.monotonic() + timeout
+        self._halt = threading.Event()
+        self._deliveries: list[ShareDelivery] = []
+        self.error: ClientError | None = None
+        self.start()
+
+    def _acknowledge(self, m) -> None:
+        first = m.delivery_count() == 1
+        if m.value() in self.reject:
+            kind = AcknowledgeType.REJECT
+        elif m.value() in self.release_always or m.value() in self.release and first:
+            kind = AcknowledgeType.RELEASE
+        else:
+            kind = AcknowledgeType.ACCEPT
+        self.consumer.acknowledge(m, kind)
+
+    def run(self) -> None:
+        end = self.deadline
+        try:
+            while not self._halt.is_set() and time.monotonic() < end:
+                messages = self.consumer.poll(0.2) or []
+                for m in messages:
+                    if m.error() is not None:
+                        raise KafkaException(m.error())
+                    self._deliveries.append(ShareDelivery(m.value(), m.delivery_count(), m.offset()))
+                    if self.explicit and not self.hold:
+                        self._acknowledge(m)
+                if self.hold and messages:  # acquired, never acknowledged: no more polls until stopped
+                    self._halt.wait(max(0.0, self.deadline - time.monotonic()))
+                    break
+                if self.explicit and messages:
+                    self.consumer.commit_sync()
+                if self.count is not None and len(self._deliveries) >= self.count and end == self.deadline:
+                    end = min(self.deadline, time.monotonic() + self.linger)
+        except KafkaException as e:
+            err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            self.error = ClientError(error_code(err) if err else type(e).__name__, str(e))
+        finally:
+            self.consumer.close()
+
+    def deliveries(self):
+        return list(self._deliveries)
+
+    def wait(self, timeout):
+        self.join(timeout)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(30)
+        if self.error is not None:
+            raise self.error
 
 
 class _TransactionalProducer:

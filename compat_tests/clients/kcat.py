@@ -189,6 +189,9 @@ class Client:
     def committed(self, group, topic, partitions):
         raise Unsupported("kcat cannot read committed offsets")
 
+    def share_member(self, group, topic, **_):
+        raise Unsupported("kcat (librdkafka 2.0) has no share-group consumer (KIP-932)")
+
     def start_member(self, group, topic):
         return _Member(["kcat", "-b", self.bootstrap, "-u", "-G", group, "-X", "auto.offset.reset=earliest",
                         "-X", "session.timeout.ms=10000", "-X", "heartbeat.interval.ms=500", "-J", topic])

@@ -43,8 +43,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def is_kafka_cell(item: pytest.Item) -> bool:
+    """Whether a parameter of `item` is "apache-kafka", or "apache-kafka-<version>" (compat_tests'
+    Kafka 4 target)."""
     callspec = getattr(item, "callspec", None)
-    return callspec is not None and any(value == KAFKA_PARAM for value in callspec.params.values())
+    return callspec is not None and any(value == KAFKA_PARAM or str(value).startswith(f"{KAFKA_PARAM}-")
+                                        for value in callspec.params.values())
 
 
 def _source(obj) -> str:

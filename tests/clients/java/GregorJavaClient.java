@@ -100,7 +100,7 @@ public final class GregorJavaClient {
         "          base64-encoded, separated by spaces; answers each with one line: exit code, stdout",
         "          and stderr, the last two base64-encoded, separated by spaces");
 
-    static final Set<String> FLAGS = Set.of("--sync", "--to-end", "--no-commit");
+    static final Set<String> FLAGS = Set.of("--sync", "--to-end", "--no-commit", "--explicit", "--hold");
     static final Object OUT_LOCK = new Object();
 
     public static void main(String[] argv) throws Exception {
