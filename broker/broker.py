@@ -198,6 +198,7 @@ class Broker:
 
     def _share_coordinator(self) -> ShareCoordinator:
         share = ShareCoordinator(ShareSettings.from_config(self.config), groups=self.coordinator, state=self.store)
+        self.coordinator.is_share_group = share.has_group
         share.dead_letters = DeadLetters(self.store, lambda: self.topology,
                                          self.config["errors.deadletterqueue.auto.create.topics.enable"],
                                          self.config["errors.deadletterqueue.topic.name.prefix"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Protocol
 
 import trio
@@ -102,6 +103,9 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848's, by group id
         self.consumer_settings = Settings()
+        # Is this id a share group's? The broker sets it to its share coordinator's: such an id is
+        # refused to classic and consumer-protocol members and to commits, as Kafka refuses it.
+        self.is_share_group: Callable[[str], bool] = lambda group_id: False
         self._wakeup = trio.Event()
         self._scheduled = math.inf  # when the timer task will next look at the groups
 
@@ -205,7 +209,7 @@ class GroupCoordinator:
         self._load()
         group = self.consumer_groups.get(group_id)
         if group is None:
-            if self.classic_in_use(group_id):
+            if self.classic_in_use(group_id) or self.is_share_group(group_id):
                 return Answer(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             if beat.member_epoch != 0:
                 return Answer(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} has no member {beat.member_id}.")
@@ -219,6 +223,8 @@ class GroupCoordinator:
     async def join(self, group_id: str, request: JoinRequest) -> JoinResult:
         if not group_id:
             return JoinResult(ErrorCode.INVALID_GROUP_ID, request.member_id)
+        if self.is_share_group(group_id):
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id)
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
             if consumer_group.members:  # a classic member cannot join a consumer-protocol group's members
@@ -278,6 +284,8 @@ class GroupCoordinator:
         """OffsetCommit of partitions the caller already knows exist; one error per entry."""
         if not group_id:
             return [ErrorCode.INVALID_GROUP_ID] * len(entries)
+        if self.is_share_group(group_id):
+            return [ErrorCode.GROUP_ID_NOT_FOUND] * len(entries)
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
             error = _consumer_commit_error(consumer_group, member_id, generation_id)

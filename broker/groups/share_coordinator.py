@@ -226,6 +226,11 @@ class ShareCoordinator:
                         int(self.config(group, "share.heartbeat.interval.ms")), self.settings.membership.max_size)
 
     # ---- membership -------------------------------------------------------------------------------------
+    def has_group(self, group_id: str) -> bool:
+        """Is this id a share group's (the group coordinator refuses it to other kinds of group)?"""
+        self.load()
+        return group_id in self.share_groups
+
     def clashes(self, group_id: str) -> bool:
         """Is the id taken by a classic group with members or a consumer-protocol group?"""
         if self.groups is None:

@@ -24,9 +24,11 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from tests.kit.both import GREGOR, KAFKA
 from tests.kit.gregor import ROOT, start_broker
 from kafka.protocol.admin import ListGroupsRequest
+from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from protocol.errors import ErrorCode
+from protocol.kip848 import ConsumerGroupHeartbeatRequest
 from protocol.kip932 import (
     AlterShareGroupOffsetsRequest,
     DeleteShareGroupOffsetsRequest,
@@ -256,6 +258,42 @@ def test_a_consumer_group_id_is_not_a_share_group(broker):
         consumer.close()
         if member is not None:
             member.close()
+
+
+def test_a_share_groups_id_is_refused_to_classic_and_consumer_protocol_members(broker):
+    _setup(broker.bootstrap, "queued", "queue-group", 0)
+    member = _member(broker.bootstrap, "queue-group", "queued")
+    client = WireClient(broker.bootstrap)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # until the share member has joined
+            _poll(member, 0.3)
+            (group,) = client.request(ShareGroupDescribeRequest[1](
+                group_ids=["queue-group"], include_authorized_operations=False)).groups
+            if len(group.members) == 1 or time.monotonic() > deadline:
+                break
+        assert len(group.members) == 1
+        joined = client.request(JoinGroupRequest[5](
+            group_id="queue-group", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
+            group_instance_id=None, protocol_type="consumer",
+            protocols=[JoinGroupRequest[5].JoinGroupRequestProtocol(name="range", metadata=b"")]))
+        beat = client.request(ConsumerGroupHeartbeatRequest[0](
+            group_id="queue-group", member_id=str(uuid.uuid4()), member_epoch=0, instance_id=None, rack_id=None,
+            rebalance_timeout_ms=10000, subscribed_topic_names=["queued"], server_assignor=None,
+            topic_partitions=[]))
+        C = OffsetCommitRequest[8]
+        committed = client.request(C(
+            group_id="queue-group", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+            retention_time_ms=-1, topics=[C.OffsetCommitRequestTopic(name="queued", partitions=[
+                C.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata=None)])]))
+    finally:
+        client.close()
+        member.close()
+    # as Kafka 4.4 answers: the classic join is an inconsistent protocol, the others "not found"
+    assert (joined.error_code, beat.error_code, committed.topics[0].partitions[0].error_code) == (
+        ErrorCode.INCONSISTENT_GROUP_PROTOCOL, ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.GROUP_ID_NOT_FOUND), (
+        joined, beat, committed)
 
 
 @pytest.mark.parametrize("kind", [GREGOR])
