@@ -13,7 +13,9 @@ Speaks no wire format: broker/handlers/share_groups.py translates."""
 from __future__ import annotations
 
 import math
+import re
 import struct
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -93,6 +95,35 @@ def release_delays(value: str) -> tuple[int, ...]:
     return delays
 
 
+# java.time.Duration.parse's ISO-8601 form (PnDTnHnMn.nS, each part signed, fraction of seconds up to
+# 9 digits): Python's standard library parses no ISO durations, and this is the one form Kafka takes
+_JAVA_DURATION = re.compile(r"([-+]?)P(?:([-+]?[0-9]+)D)?"
+                            r"(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?",
+                            re.IGNORECASE)
+BY_DURATION = "by_duration:"
+
+
+def reset_duration_ms(value: str) -> int | None:
+    """share.auto.offset.reset: None for earliest or latest, the duration in ms for
+    by_duration:<ISO-8601 duration>; ValueError for anything else or a negative duration (as
+    Kafka's ShareGroupAutoOffsetResetStrategy)."""
+    if value in ("earliest", "latest"):
+        return None
+    match = _JAVA_DURATION.fullmatch(value.removeprefix(BY_DURATION)) if value.startswith(BY_DURATION) else None
+    if match is None or match.group(3) == "T" or not any(match.group(i) for i in (2, 4, 5, 6)):
+        raise ValueError(value)
+    sign, days, _, hours, minutes, seconds, fraction = match.groups()
+    nanos = int((fraction or "").ljust(9, "0"))
+    if seconds and seconds.startswith("-"):
+        nanos = -nanos
+    ms = (int(days or 0) * 86_400_000 + int(hours or 0) * 3_600_000 + int(minutes or 0) * 60_000
+          + int(seconds or 0) * 1000) * 1_000_000 + nanos
+    ms = -ms if sign == "-" else ms
+    if ms < 0:
+        raise ValueError(value)
+    return ms // 1_000_000
+
+
 def partition_key(group: str, topic: str, partition: int) -> bytes:
     g, t = group.encode(), topic.encode()
     return SHARE_PARTITION + _U16.pack(len(g)) + g + _U16.pack(len(t)) + t + _I32.pack(partition)
@@ -130,10 +161,18 @@ class ShareCoordinator:
         self._scheduled = math.inf
         self.available = trio.Event()  # set (and replaced) whenever released records can be fetched again
         self.dead_letters: DeadLetters | None = None  # where archived records go (None: nowhere)
+        # the first offset of a partition this node leads stored at or after a time in ms, -1 for none
+        # (ListOffsets by time; None: only earliest and latest resets)
+        self.offset_for_time: Callable[[str, int, int], int] | None = None
 
     @staticmethod
     def now_ms() -> int:
         return math.ceil(trio.current_time() * 1000)
+
+    @staticmethod
+    def wall_ms() -> int:
+        """The time records are stamped with (by_duration resets look back from it)."""
+        return time.time_ns() // 1_000_000
 
     # ---- loading and writing ----------------------------------------------------------------------------
     def load(self) -> None:
@@ -275,7 +314,8 @@ class ShareCoordinator:
     # ---- share-partitions -------------------------------------------------------------------------------
     def _initialize(self, group: str, topic: str, partition: int, offsets: Offsets) -> Key | None:
         """The share-partition's start, the first time the group reads it: share.auto.offset.reset
-        ("latest": the high watermark, "earliest": the log start). None: not led here, or known."""
+        ("latest": the high watermark, "earliest": the log start, "by_duration:D": the first record
+        stored at or after now - D). None: not led here, or known."""
         key = (group, topic, partition)
         if key in self.partitions:
             return None
@@ -283,7 +323,15 @@ class ShareCoordinator:
         if bounds is None:
             return None
         log_start, high_watermark = bounds
-        start = log_start if self.config(group, "share.auto.offset.reset") == "earliest" else high_watermark
+        reset = self.config(group, "share.auto.offset.reset")
+        if reset == "earliest":
+            start = log_start
+        elif reset.startswith(BY_DURATION) and self.offset_for_time is not None:
+            # the first record stored at or after now - duration (none: the high watermark)
+            found = self.offset_for_time(topic, partition, self.wall_ms() - reset_duration_ms(reset))
+            start = high_watermark if found < 0 else max(found, log_start)
+        else:
+            start = high_watermark
         self.partitions[key] = SharePartition(start, **self._partition_settings(group))
         return key
 

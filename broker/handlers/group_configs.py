@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from broker.groups.dead_letters import name_problem
-from broker.groups.share_coordinator import GROUP_CONFIGS, release_delays
+from broker.groups.share_coordinator import GROUP_CONFIGS, release_delays, reset_duration_ms
 from protocol.errors import ErrorCode
 from store import StoreError
 
@@ -46,9 +46,12 @@ def _problem(broker: Broker, name: str, value: str | None) -> str | None:
             return f"Invalid value {value} for configuration {name}: Expected value to be either true or false"
         return None
     if name == "share.auto.offset.reset":
-        if value not in ("earliest", "latest"):
-            return (f"Invalid value {value} for configuration share.auto.offset.reset: "
-                    "Gregor takes earliest or latest (by_duration: is not supported yet)")
+        try:
+            reset_duration_ms(value)
+        except ValueError:
+            return (f"Invalid value {value} for configuration {name}: Invalid value `{value}` for configuration "
+                    f"{name}. The value must be either 'earliest', 'latest' or of the format "
+                    "'by_duration:<PnDTnHnMn.nS.>'.")
     elif name == "share.isolation.level":
         if value not in ("read_committed", "read_uncommitted"):
             return (f"Invalid value {value} for configuration share.isolation.level: "

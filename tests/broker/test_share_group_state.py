@@ -8,7 +8,13 @@ import pytest
 import trio
 import trio.testing
 
-from broker.groups.share_coordinator import SessionError, ShareCoordinator, partition_key, release_delays
+from broker.groups.share_coordinator import (
+    SessionError,
+    ShareCoordinator,
+    partition_key,
+    release_delays,
+    reset_duration_ms,
+)
 from broker.groups.share_group import Settings, ShareGroup, ShareHeartbeat, simple_assignment
 from broker.groups.share_partition import (
     ACCEPT,
@@ -147,3 +153,18 @@ def test_a_bad_retry_delay_config_is_refused():
     for bad in ("soon", "-1", "1000,x"):
         with pytest.raises(ValueError):
             release_delays(bad)
+
+
+@pytest.mark.parametrize("value, ms", [
+    ("earliest", None), ("latest", None), ("by_duration:PT1H", 3_600_000), ("by_duration:P2D", 172_800_000),
+    ("by_duration:P1DT2H3M4.5S", 93_784_500), ("by_duration:pt0.001s", 1), ("by_duration:PT1H-1M", 3_540_000),
+    ("by_duration:PT0S", 0)])
+def test_share_auto_offset_reset_takes_javas_iso_durations(value, ms):
+    assert reset_duration_ms(value) == ms
+
+
+@pytest.mark.parametrize("value", ["by_duration", "by_duration:", "by_duration:P", "by_duration:PT",
+                                   "by_duration:-PT1H", "by_duration:PT-1S", "by_duration:1h", "soonest"])
+def test_share_auto_offset_reset_refuses_what_kafka_refuses(value):
+    with pytest.raises(ValueError):
+        reset_duration_ms(value)
