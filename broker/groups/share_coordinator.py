@@ -352,6 +352,12 @@ class ShareCoordinator:
         self._reschedule(part.next_deadline())
         return runs
 
+    def archive_aborted(self, group: str, member: str, topic: str, partition: int, first: int, last: int) -> None:
+        """Offsets a read_committed group just acquired that belong to an aborted transaction."""
+        part = self.partitions.get((group, topic, partition))
+        if part is not None:
+            part.archive_aborted(member, first, last)
+
     def acknowledge(self, group: str, member: str, topic: str, partition: int,
                     batches: Iterable[tuple[int, int, list[int]]]) -> int:
         """Apply a partition's AcknowledgementBatches; INVALID_RECORD_STATE if any offset is not

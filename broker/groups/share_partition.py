@@ -136,6 +136,20 @@ class SharePartition:
         self._advance()
         return True
 
+    def archive_aborted(self, member: str, first: int, last: int) -> None:
+        """[first, last], just acquired by `member`, holds records of an aborted transaction: a
+        read_committed group never delivers them (archived, not dead-lettered; Kafka's
+        filterAbortedTransactionalAcquiredRecords)."""
+        lo, hi = max(first, self.start), min(last, self.end - 1)
+        if lo > hi:
+            return
+        index = np.arange(lo, hi + 1) - self.start
+        acquired = ((self._window[index] & STATE_MASK) == ACQUIRED) & self._held_by(member, lo, hi)
+        counts = self._window[index] >> COUNT_SHIFT
+        self._window[index[acquired]] = (counts[acquired] << COUNT_SHIFT).astype(np.uint8) | ARCHIVED
+        self._forget_acquisitions()
+        self._advance()
+
     def _relock(self, member: str, first: int, last: int, deadline_ms: int, holder: str | None = None) -> None:
         """Give [first, last] of `member`'s acquisitions a new deadline (and `holder`, if given),
         splitting the ranges it cuts."""

@@ -51,7 +51,7 @@ def _problem(broker: Broker, name: str, value: str | None) -> str | None:
         except ValueError:
             return (f"Invalid value {value} for configuration {name}: Invalid value `{value}` for configuration "
                     f"{name}. The value must be either 'earliest', 'latest' or of the format "
-                    "'by_duration:<PnDTnHnMn.nS.>'.")
+                    "'by_duration:<PnDTnHnMn.nS>'.")
     elif name == "share.isolation.level":
         if value not in ("read_committed", "read_uncommitted"):
             return (f"Invalid value {value} for configuration share.isolation.level: "

@@ -17,6 +17,7 @@ from broker.net.peer import peer_host
 from broker.security.acl import Op, Res
 from protocol.codec import Request
 from protocol.errors import ErrorCode
+from protocol.record_batch import ATTRIBUTES_OFFSET, CONTROL_BIT
 from store import CorruptData, OffsetOutOfRange, UnknownPartition, UnknownTopic
 
 if TYPE_CHECKING:
@@ -124,13 +125,17 @@ def _acknowledge(broker: Broker, body, names, member: str, refused: set[str]) ->
     return results, changed
 
 
-def _read_acquired(broker: Broker, topic: str, partition: int, runs, committed: bool) -> bytes:
-    """The batches holding the acquired offsets, whole (clients keep only the acquired records)."""
-    out, covered = [], -1
+def _read_acquired(broker: Broker, topic: str, partition: int, runs,
+                   committed: bool) -> tuple[list[bytes], list[tuple[int, int]]]:
+    """The batches holding the acquired offsets, whole (clients keep only the acquired records),
+    and, for a read_committed group, the offset ranges of the batches of aborted transactions among
+    them (left out of the batches; their abort markers stay, as control records clients skip)."""
+    out, aborted, covered = [], [], -1
+    store = broker.store
     for first, last, _ in runs:
         offset = max(first, covered + 1)
         while offset <= last:
-            result = broker.store.read(topic, partition, offset, 1 << 20, committed)
+            result = store.read(topic, partition, offset, 1 << 20, committed)
             if not result.batches:
                 break
             for batch in result.batches:
@@ -138,12 +143,33 @@ def _read_acquired(broker: Broker, topic: str, partition: int, runs, committed: 
                 end = base + int.from_bytes(batch[23:27], "big")  # last offset delta
                 if end < offset:
                     continue
-                out.append(batch)  # joined once below: one copy of the batch bytes
+                # an aborted transaction's records (not its marker: acquired, as Kafka does)
+                if committed and not batch[ATTRIBUTES_OFFSET + 1] & CONTROL_BIT and store.aborted_batch(
+                        topic, partition, batch, base, end + 1):
+                    aborted.append((base, end))
+                else:
+                    out.append(batch)  # joined once by the caller: one copy of the batch bytes
                 covered = end
                 if end >= last:
                     break
             offset = covered + 1
-    return b"".join(out)
+    return out, aborted
+
+
+def _without(runs: list[tuple[int, int, int]], ranges: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """The (first, last, delivery count) runs less the offsets in `ranges`."""
+    for lo, hi in ranges:
+        kept = []
+        for first, last, count in runs:
+            if last < lo or first > hi:
+                kept.append((first, last, count))
+                continue
+            if first < lo:
+                kept.append((first, lo - 1, count))
+            if last > hi:
+                kept.append((hi + 1, last, count))
+        runs = kept
+    return runs
 
 
 async def handle_share_fetch(broker: Broker, request: Request):
@@ -249,10 +275,19 @@ def _acquire(broker: Broker, group_id: str, member: str, fetchable, refused, ids
         store = broker.store
         try:
             end = store.last_stable_offset(topic, p) if committed else store.high_watermark(topic, p)
-            runs = broker.share.acquire(group_id, member, topic, p, max_records - got, end, broker.share_offsets)
+            while True:  # again while all it acquired was of aborted transactions
+                runs = broker.share.acquire(group_id, member, topic, p, max_records - got, end, broker.share_offsets)
+                if not runs:
+                    break
+                batches, aborted = _read_acquired(broker, topic, p, runs, committed)
+                for first, last in aborted:  # a read_committed group never gets these: archived at once
+                    broker.share.archive_aborted(group_id, member, topic, p, first, last)
+                runs = _without(runs, aborted)
+                if runs or not aborted:
+                    break
             if not runs:
                 continue
-            records = _read_acquired(broker, topic, p, runs, committed)
+            records = b"".join(batches)
         except (UnknownTopic, UnknownPartition):
             parts.setdefault(key, {})["error"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             continue

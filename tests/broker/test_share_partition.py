@@ -73,3 +73,14 @@ def test_a_million_in_flight_records_cost_about_a_megabyte():
     assert part.in_flight() == 1_000_000 and part._window.nbytes == 1_000_000
     assert len(part.acquisitions) == 1 and part.state(999_999) == ACQUIRED
     assert isinstance(part._window, np.ndarray)
+
+
+def test_aborted_records_acquired_for_a_read_committed_group_are_archived_never_delivered():
+    part = SharePartition(0, lock_ms=30000)
+    assert part.acquire(0, "a", 10, fetchable_end=9) == [(0, 8, 1)]
+    part.archive_aborted("a", 3, 5)  # an aborted transaction's batch
+    assert [part.state(o) for o in range(9)] == [ACQUIRED] * 3 + [ARCHIVED] * 3 + [ACQUIRED] * 3
+    assert not part.acknowledge(1, "a", 3, 3, [ACCEPT])  # not the member's to acknowledge any more
+    assert part.acknowledge(1, "a", 0, 2, [ACCEPT]) and part.start == 6  # past the archived ones
+    part.expire(60_000)  # the lock runs out: 6-8 come back, 3-5 never
+    assert part.acquire(60_001, "b", 10, fetchable_end=9) == [(6, 8, 2)]

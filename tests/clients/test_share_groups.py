@@ -71,15 +71,21 @@ def _setup(bootstrap: str, topic: str, group: str, records: int, **group_configs
     """The topic with `records` records, and the group reading it from the earliest."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
-    configs = {"share.auto.offset.reset": "earliest", **group_configs}
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(timeout=30)
+    _group_configs(bootstrap, group, **group_configs)
     producer = Producer({"bootstrap.servers": bootstrap})
     for i in range(records):
         producer.produce(topic, str(i).encode())
     producer.flush(30)
+
+
+def _group_configs(bootstrap: str, group: str, **group_configs: str) -> None:
+    """The group reads from the earliest record, with these group configs."""
+    configs = {"share.auto.offset.reset": "earliest", **group_configs}
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the answer: its end cancels the call
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
 
 
 def _member(bootstrap: str, group: str, topic: str, explicit: bool = False) -> ShareConsumer:
@@ -323,8 +329,63 @@ def test_by_duration_starts_at_the_first_record_so_recent(broker):
             for future in admin.incremental_alter_configs([resource]).values():
                 future.result(timeout=30)
         error = refused.value.args[0]
-        assert error.code() == ErrorCode.INVALID_CONFIG, error
-        assert "'by_duration:<PnDTnHnMn.nS.>'" in error.str(), error
+        assert (error.code(), error.str()) == (ErrorCode.INVALID_CONFIG, (
+            f"Invalid value {bad} for configuration share.auto.offset.reset: Invalid value `{bad}` for configuration "
+            "share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the format "
+            "'by_duration:<PnDTnHnMn.nS>'.")), error
+
+
+def test_a_read_committed_group_never_gets_aborted_records(broker):
+    _setup(broker.bootstrap, "txns", "committed-only", 0, **{"share.isolation.level": "read_committed"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "share-txn"})
+    producer.init_transactions(30)
+    for i, commit in enumerate([True, False, True]):  # the middle transaction is aborted
+        producer.begin_transaction()
+        for j in range(3):
+            producer.produce("txns", f"{i}{j}".encode())
+        producer.flush(30)  # written before the abort (else librdkafka drops them unsent)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    member = _member(broker.bootstrap, "committed-only", "txns")
+    got: list[str] = []
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(got) < 6:
+            got += [m.value().decode() for m in _poll(member)]
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            got += [m.value().decode() for m in _poll(member, 0.5)]
+    finally:
+        member.close()
+    assert sorted(got) == ["00", "01", "02", "20", "21", "22"]
+    # on the wire: the aborted records (offsets 4-6; 3, 7 and 11 are the markers) are not acquired (a
+    # client could not tell them: a ShareFetch answer lists no aborted transactions)
+    _group_configs(broker.bootstrap, "committed-wire", **{"share.isolation.level": "read_committed"})
+    client = WireClient(broker.bootstrap)
+    try:
+        member_id = str(uuid.uuid4())
+        joined = client.request(ShareGroupHeartbeatRequest[1](
+            group_id="committed-wire", member_id=member_id, member_epoch=0, rack_id=None,
+            subscribed_topic_names=["txns"]))
+        assert joined.error_code == 0
+        Fetch = ShareFetchRequest[1]
+        acquired, epoch = [], 0
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not acquired:  # Kafka initializes the group's start asynchronously
+            answer = client.request(Fetch(
+                group_id="committed-wire", member_id=member_id, share_session_epoch=epoch, max_wait_ms=500,
+                min_bytes=1, max_bytes=1 << 20, max_records=100, batch_size=100,
+                topics=[Fetch.FetchTopic(topic_id=_topic_id(client, "txns"), partitions=[
+                    Fetch.FetchTopic.FetchPartition(partition_index=0, acknowledgement_batches=[])])],
+                forgotten_topics_data=[]))
+            epoch += 1
+            assert answer.error_code == 0, answer
+            for t in answer.responses:
+                for part in t.partitions:
+                    acquired += part.acquired_records
+    finally:
+        client.close()
+    # Kafka 4.4 acquires the abort marker (7) with the committed records; clients skip it
+    assert [(a.first_offset, a.last_offset) for a in acquired] == [(0, 3), (7, 11)]
 
 
 class _Killable:
