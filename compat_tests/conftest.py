@@ -3,8 +3,8 @@
 The broker is `--bootstrap HOST:PORT` (or $GREGOR_BOOTSTRAP); without one, every scenario runs
 twice, against a fresh Gregor and against a real Apache Kafka 3.9 (tests/kit/kafka.py), both started
 here for the session with the same settings (auto-create off, no initial rebalance delay, short
-share-group locks); a module whose scenarios need Kafka 4 (share groups) says so in BROKERS and
-runs against Kafka 4.4.0 instead.
+share-group locks), and against Apache Kafka 4.4.0 too (single nodes only); a module whose
+scenarios need Kafka 4 (share groups) says so in BROKERS and runs against Gregor and Kafka 4.4.0.
 With `--cluster` (or GREGOR_COMPAT_CLUSTER=1) the two are clusters of three nodes instead: a
 Gregor broker group coordinated by its own ZooKeeper (tests/kit/group.py) and a 3-voter
 KRaft Kafka (tests/kit/kafka_cluster.py). Scenarios may assume nothing else about a broker:
@@ -60,8 +60,9 @@ SHARE_SETTINGS = {"group.share.min.record.lock.duration.ms": "1000", "group.shar
                   "group.share.delivery.count.limit": "3"}
 GREGOR = "gregor"
 KAFKA = "apache-kafka"
-# Kafka 4.4.0, for the scenarios Kafka 3.9 cannot run (share groups): a module lists the brokers it
-# runs against in BROKERS (default GREGOR and KAFKA) and carries the kafka_version("4.4.0") mark
+# Kafka 4.4.0: every scenario runs against it too on single nodes (not in --cluster runs); a module
+# whose scenarios Kafka 3.9 cannot run (share groups) lists its brokers in BROKERS and carries the
+# kafka_version("4.4.0") mark
 KAFKA_4_VERSION = "4.4.0"
 KAFKA_4 = f"apache-kafka-{KAFKA_4_VERSION}"
 CLUSTER_SIZE = 3
@@ -96,7 +97,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "target" in metafunc.fixturenames:
         given = metafunc.config.getoption("--bootstrap") or os.environ.get("GREGOR_BOOTSTRAP")
-        brokers = ["given"] if given else list(getattr(metafunc.module, "BROKERS", (GREGOR, KAFKA)))
+        # Kafka 4.4.0 beside 3.9.0 on single nodes; the 3-node runs compare with 3.9.0 only
+        default = (GREGOR, KAFKA) if _clusters(metafunc.config) else (GREGOR, KAFKA, KAFKA_4)
+        brokers = ["given"] if given else list(getattr(metafunc.module, "BROKERS", default))
         metafunc.parametrize("target", brokers, indirect=True, scope="session")
     if "client_name" in metafunc.fixturenames:
         metafunc.parametrize("client_name", CLIENT_NAMES)

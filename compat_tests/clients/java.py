@@ -426,7 +426,7 @@ class Client4(Client):
         """Whether the broker serves ConsumerGroupHeartbeat: Kafka 3.9 lists it in ApiVersions but,
         unless enabled, answers UNSUPPORTED_VERSION, which is what the Java client goes by too. The
         probe's empty group id is refused (INVALID_GROUP_ID) by a broker that serves it."""
-        client = WireClient(self.bootstrap)
+        client = WireClient(self.bootstrap.split(",")[0])  # any node: the answer is the same
         try:
             answer = client.request(ConsumerGroupHeartbeatRequest[0](
                 group_id="", member_id="probe", member_epoch=-1, instance_id=None, rack_id=None,

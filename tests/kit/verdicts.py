@@ -1,7 +1,7 @@
 """Kafka's verdicts kept between runs: a Kafka cell answered from its recorded outcome, not a JVM.
 
 A *Kafka cell* is a test item one of whose parameters is "apache-kafka" (tests/kit/both.py,
-compat_tests' `target`): the same scenario's run against a real Apache Kafka, beside Gregor's. Its
+compat_tests' `target`) or "apache-kafka-<version>" (compat_tests' Kafka 4.4.0): the same scenario's run against a real Apache Kafka, beside Gregor's. Its
 outcome is decided by the test's source, the sources of the project's fixtures it uses, its
 parameters, the Kafka version and whether compat_tests run against clusters; a hash of those is the
 cell's key. tests/kafka_verdicts.json keeps, per key, the outcome Kafka gave when the cell last ran
@@ -73,7 +73,12 @@ def _clusters(config: pytest.Config) -> bool:
 
 
 def cell_version(item: pytest.Item) -> str:
-    """The Kafka release a cell runs against: its `kafka_version` mark's, else the suite's (3.9.0)."""
+    """The Kafka release a cell runs against: the one its "apache-kafka-<version>" parameter names,
+    else its `kafka_version` mark's, else the suite's (3.9.0)."""
+    callspec = getattr(item, "callspec", None)
+    for value in callspec.params.values() if callspec is not None else ():
+        if str(value).startswith(f"{KAFKA_PARAM}-"):
+            return str(value).removeprefix(f"{KAFKA_PARAM}-")
     mark = item.get_closest_marker("kafka_version")
     return mark.args[0] if mark is not None else _kafka_version()
 
