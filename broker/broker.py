@@ -199,6 +199,7 @@ class Broker:
     def _share_coordinator(self) -> ShareCoordinator:
         share = ShareCoordinator(ShareSettings.from_config(self.config), groups=self.coordinator, state=self.store)
         self.coordinator.is_share_group = share.has_group
+        self.coordinator.group_config = share.group_config
         share.offset_for_time = lambda topic, partition, ts: self.store.offset_for_timestamp(topic, partition, ts)[0]
         share.dead_letters = DeadLetters(self.store, lambda: self.topology,
                                          self.config["errors.deadletterqueue.auto.create.topics.enable"],

@@ -100,6 +100,10 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "group.share.session.timeout.ms": (int, 45000, ("share groups (KIP-932): a member that sends no heartbeat "
                                                     "for this long is removed and its records released")),
     "group.share.heartbeat.interval.ms": (int, 5000, "share groups: how often members heartbeat"),
+    "group.share.min.session.timeout.ms": (int, 45000, "lowest share.session.timeout.ms a share group may set"),
+    "group.share.max.session.timeout.ms": (int, 60000, "highest share.session.timeout.ms a share group may set"),
+    "group.share.min.heartbeat.interval.ms": (int, 5000, "lowest share.heartbeat.interval.ms a share group may set"),
+    "group.share.max.heartbeat.interval.ms": (int, 15000, "highest share.heartbeat.interval.ms a share group may set"),
     "group.share.max.size": (int, 200, "share groups: most members in one group"),
     "group.share.record.lock.duration.ms": (int, 30000, ("share groups: how long a member holds the records it "
                                                          "fetched before they go to another (the acquisition lock)")),
@@ -254,7 +258,7 @@ class BrokerConfig:
                                   f"and group.consumer.max.{what}.ms ({low}-{high}), got {value}")
         if v["group.consumer.heartbeat.interval.ms"] >= v["group.consumer.session.timeout.ms"]:
             raise ConfigError("group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms")
-        for what in ("record.lock.duration", "delivery.count"):
+        for what in ("record.lock.duration", "delivery.count", "session.timeout", "heartbeat.interval"):
             name = "delivery.count.limit" if what == "delivery.count" else f"{what}.ms"
             low_name = f"group.share.min.{name}"
             high_name = f"group.share.max.{name}"

@@ -12,6 +12,7 @@ loop. Speaks no wire format: handlers translate to and from kafka-python.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from collections.abc import Callable
@@ -106,6 +107,9 @@ class GroupCoordinator:
         # Is this id a share group's? The broker sets it to its share coordinator's: such an id is
         # refused to classic and consumer-protocol members and to commits, as Kafka refuses it.
         self.is_share_group: Callable[[str], bool] = lambda group_id: False
+        # A group config set for a group (IncrementalAlterConfigs on a GROUP resource), None when not:
+        # the broker sets it to where group configs are kept (the share coordinator's store)
+        self.group_config: Callable[[str, str], str | None] = lambda group_id, name: None
         self._wakeup = trio.Event()
         self._scheduled = math.inf  # when the timer task will next look at the groups
 
@@ -215,10 +219,23 @@ class GroupCoordinator:
                 return Answer(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} has no member {beat.member_id}.")
             self.groups.pop(group_id, None)
             group = self.consumer_groups[group_id] = ConsumerGroup(group_id, self.consumer_settings)
+        group.settings = self._settings_of(group_id)
         answer = group.heartbeat(self.now_ms(), beat, topics)
         self._changed(group)
         error = await self._persist(group)  # answered once the change is durable, as Kafka does
         return Answer(error, "the group's state could not be written") if error else answer
+
+    def _settings_of(self, group_id: str) -> Settings:
+        """The broker's group.consumer.* settings, with the group's own session timeout and heartbeat
+        interval where its configs set them (consumer.session.timeout.ms, consumer.heartbeat.interval.ms)."""
+        session = self.group_config(group_id, "consumer.session.timeout.ms")
+        heartbeat = self.group_config(group_id, "consumer.heartbeat.interval.ms")
+        if session is None and heartbeat is None:
+            return self.consumer_settings
+        return dataclasses.replace(
+            self.consumer_settings,
+            session_timeout_ms=int(session) if session is not None else self.consumer_settings.session_timeout_ms,
+            heartbeat_interval_ms=int(heartbeat) if heartbeat is not None else self.consumer_settings.heartbeat_interval_ms)
 
     async def join(self, group_id: str, request: JoinRequest) -> JoinResult:
         if not group_id:

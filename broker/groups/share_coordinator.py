@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from broker.groups.consumer_group import Settings as ConsumerSettings
 from broker.groups.share_group import Settings, ShareAnswer, ShareGroup, ShareHeartbeat
 from broker.groups.share_partition import RELEASE, SharePartition, decode, encode
 from protocol.errors import ErrorCode
@@ -50,25 +51,33 @@ GROUP_CONFIGS = {
     "errors.deadletterqueue.topic.name": "",
     "errors.deadletterqueue.copy.record.enable": "false",
     "gregor.share.release.delay.ms": "",  # Gregor's: RocketMQ's retry delays after RELEASE (none: Kafka's)
+    # a consumer-protocol group's (KIP-848) own session and heartbeat: kept here with the others, applied
+    # by the group coordinator; None: the broker's group.consumer.* setting
+    "consumer.session.timeout.ms": None,
+    "consumer.heartbeat.interval.ms": None,
 }
 
 
 @dataclass(frozen=True, slots=True)
 class ShareSettings:
-    """The broker's group.share.* settings (Kafka 4.4's defaults)."""
+    """The broker's group.share.* settings (Kafka 4.4's defaults), and the group.consumer.* ones a
+    consumer-protocol group's configs fall back to."""
 
     membership: Settings = Settings()
     lock_ms: int = 30000
     delivery_limit: int = 5
     max_in_flight: int = 2000
     max_sessions: int = 2000
+    consumer: ConsumerSettings = ConsumerSettings()
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> ShareSettings:
         return cls(Settings(config["group.share.session.timeout.ms"], config["group.share.heartbeat.interval.ms"],
                             config["group.share.max.size"]),
                    config["group.share.record.lock.duration.ms"], config["group.share.delivery.count.limit"],
-                   config["group.share.partition.max.record.locks"], config["group.share.max.share.sessions"])
+                   config["group.share.partition.max.record.locks"], config["group.share.max.share.sessions"],
+                   ConsumerSettings(config["group.consumer.session.timeout.ms"],
+                                    config["group.consumer.heartbeat.interval.ms"]))
 
 
 @dataclass(slots=True)
@@ -234,7 +243,13 @@ class ShareCoordinator:
         s = self.settings
         return str({"share.record.lock.duration.ms": s.lock_ms, "share.delivery.count.limit": s.delivery_limit,
                     "share.session.timeout.ms": s.membership.session_timeout_ms,
-                    "share.heartbeat.interval.ms": s.membership.heartbeat_interval_ms}[name])
+                    "share.heartbeat.interval.ms": s.membership.heartbeat_interval_ms,
+                    "consumer.session.timeout.ms": s.consumer.session_timeout_ms,
+                    "consumer.heartbeat.interval.ms": s.consumer.heartbeat_interval_ms}[name])
+
+    def group_config(self, group: str, name: str) -> str | None:
+        """A config set for `group` (None: not set; the broker's setting applies)."""
+        return self.configs.get(group, {}).get(name)
 
     async def set_configs(self, group: str, changes: Mapping[str, str | None]) -> None:
         """Set (or with None, delete) group configs, durably; raises StoreError when refused."""

@@ -17,8 +17,7 @@ if TYPE_CHECKING:
 
 GROUP_RESOURCE = 32
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations; APPEND and SUBTRACT are for lists
-KNOWN_ELSEWHERE = ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms",
-                   "consumer.assignment.interval.ms", "share.assignment.interval.ms",
+KNOWN_ELSEWHERE = ("consumer.assignment.interval.ms", "share.assignment.interval.ms",
                    "share.assignor.offload.enable", "share.renew.acknowledge.enable")
 
 
@@ -61,15 +60,21 @@ def _problem(broker: Broker, name: str, value: str | None) -> str | None:
             number = int(value)
         except ValueError:
             return f"Invalid value {value} for configuration {name}: Not a number of type INT"
-        bounds = {"share.record.lock.duration.ms": (config["group.share.min.record.lock.duration.ms"],
-                                                    config["group.share.max.record.lock.duration.ms"]),
-                  "share.delivery.count.limit": (config["group.share.min.delivery.count.limit"],
-                                                 config["group.share.max.delivery.count.limit"]),
-                  "share.session.timeout.ms": (1, 2**31 - 1),
-                  "share.heartbeat.interval.ms": (1, 2**31 - 1)}[name]
-        if not bounds[0] <= number <= bounds[1]:
-            return (f"Invalid value {value} for configuration {name}: Value must be between "
-                    f"{bounds[0]} and {bounds[1]}")
+        # Kafka 4.4 bounds these by the broker's min/max settings, with its message
+        low, high = {"share.record.lock.duration.ms": ("group.share.min.record.lock.duration.ms",
+                                                       "group.share.max.record.lock.duration.ms"),
+                     "share.delivery.count.limit": ("group.share.min.delivery.count.limit",
+                                                    "group.share.max.delivery.count.limit"),
+                     "share.session.timeout.ms": ("group.share.min.session.timeout.ms",
+                                                  "group.share.max.session.timeout.ms"),
+                     "share.heartbeat.interval.ms": ("group.share.min.heartbeat.interval.ms",
+                                                     "group.share.max.heartbeat.interval.ms"),
+                     "consumer.session.timeout.ms": ("group.consumer.min.session.timeout.ms",
+                                                     "group.consumer.max.session.timeout.ms"),
+                     "consumer.heartbeat.interval.ms": ("group.consumer.min.heartbeat.interval.ms",
+                                                        "group.consumer.max.heartbeat.interval.ms")}[name]
+        if not config[low] <= number <= config[high]:
+            return f"{name} must be in the range {config[low]} to {config[high]} inclusive."
     return None
 
 
