@@ -388,13 +388,13 @@ class GroupCoordinator:
 
 
 def _consumer_commit_error(group: ConsumerGroup, member_id: str, epoch: int) -> int:
-    """OffsetCommit in a consumer-protocol group: a member at its current epoch (an older one is
+    """OffsetCommit in a consumer-protocol group: a member at its current epoch (any other is
     STALE_MEMBER_EPOCH), or an admin's commit (generation -1, no member) while the group is empty."""
     if epoch < 0 and not member_id:
         return ErrorCode.NONE if not group.members else ErrorCode.UNKNOWN_MEMBER_ID
     member = group.members.get(member_id)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
-    if epoch != member.assignment.epoch:
-        return ErrorCode.STALE_MEMBER_EPOCH if epoch < member.assignment.epoch else ErrorCode.FENCED_MEMBER_EPOCH
+    if epoch != member.assignment.epoch:  # older or newer alike, as Kafka 4.4's validateMemberEpoch
+        return ErrorCode.STALE_MEMBER_EPOCH
     return ErrorCode.NONE

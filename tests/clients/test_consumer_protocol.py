@@ -13,9 +13,10 @@ import time
 import urllib.request
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from protocol.errors import ErrorCode
 from tests.kit.gregor import ROOT
 from tests.kit.inprocess import InProcessBroker
 
@@ -32,6 +33,9 @@ def broker(tmp_path):
             producer.produce("orders", str(i).encode(), partition=i % 6)
         producer.flush(30)
         yield b
+
+
+STALE_MEMBER_EPOCH = ErrorCode.STALE_MEMBER_EPOCH
 
 
 def _consumer(broker, group: str, **extra) -> Consumer:
@@ -56,7 +60,22 @@ def _poll_until(consumers: dict[str, Consumer], done, seconds: float, got: dict[
             if message is not None:
                 assert message.error() is None, message.error()
                 got[name].append((message.partition(), message.offset()))
-                consumer.commit(message, asynchronous=False)
+                _commit(consumer, message)
+
+
+def _commit(consumer: Consumer, message, tries: int = 50) -> None:
+    """Commit `message`'s offset; again while the member's epoch is stale. A heartbeat can move the
+    member to a new epoch between its read and its commit (another member joined or left), and a
+    commit at the old epoch is refused (STALE_MEMBER_EPOCH, as Kafka 4.4 refuses it) until
+    librdkafka's heartbeat thread has taken the new one."""
+    for attempt in range(tries):
+        try:
+            consumer.commit(message, asynchronous=False)
+            return
+        except KafkaException as exc:
+            if exc.args[0].code() != STALE_MEMBER_EPOCH or attempt == tries - 1:
+                raise
+            time.sleep(0.1)
 
 
 def test_two_members_split_six_partitions_and_hand_over_when_one_leaves(broker):
