@@ -48,8 +48,12 @@ from tests.kit.zookeeper import ZOOKEEPER_JAR, ZooKeeperProcess
 from tests.kit.gregor import BrokerProcess, start_broker
 from tests.kit.kafka import KAFKA_VERSION, KafkaBroker, KafkaUnavailable
 from tests.kit.kafka_cluster import KafkaCluster
+from tests.kit.tier import FULL
 
 SHARED_SETTINGS = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0",
+                   # consumer-protocol members (java-4.4) heartbeat every 500 ms, not 5 s: a hand-over
+                   # waits for a heartbeat
+                   "group.consumer.min.heartbeat.interval.ms": "500", "group.consumer.heartbeat.interval.ms": "500",
                    # test_compaction.py: the cleaner runs twice a second
                    "log.cleaner.backoff.ms": "500",
                    # test_transactions.py: timed-out transactions are looked for twice a second
@@ -98,8 +102,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "target" in metafunc.fixturenames:
         given = metafunc.config.getoption("--bootstrap") or os.environ.get("GREGOR_BOOTSTRAP")
         # Kafka 4.4.0 beside 3.9.0 on single nodes; the 3-node runs compare with 3.9.0 only
-        default = (GREGOR, KAFKA) if _clusters(metafunc.config) else (GREGOR, KAFKA, KAFKA_4)
+        clusters = _clusters(metafunc.config)
+        default = (GREGOR, KAFKA) if clusters else (GREGOR, KAFKA, KAFKA_4)
         brokers = ["given"] if given else list(getattr(metafunc.module, "BROKERS", default))
+        if clusters and not FULL and getattr(metafunc.module, "CLUSTERS_IN_FULL_TIER_ONLY", False):
+            brokers = []  # per push this module runs on single nodes only (its own reason says why)
         metafunc.parametrize("target", brokers, indirect=True, scope="session")
     if "client_name" in metafunc.fixturenames:
         metafunc.parametrize("client_name", CLIENT_NAMES)

@@ -16,6 +16,9 @@ from compat_tests.clients import Message
 from compat_tests.conftest import GREGOR, KAFKA_4, KAFKA_4_VERSION
 
 BROKERS = (GREGOR, KAFKA_4)
+# On 3-node clusters in the full tier only: per push, a broker group's share groups are covered by
+# tests/cluster/test_share_failover.py, and these scenarios take 80 s of the group's matrix
+CLUSTERS_IN_FULL_TIER_ONLY = True
 pytestmark = [pytest.mark.kafka_version(KAFKA_4_VERSION)]
 
 
