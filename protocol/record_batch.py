@@ -9,7 +9,7 @@ features that need it (tags, keys), goes through kafka-python's
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import crc32c
 
@@ -20,6 +20,7 @@ from protocol.errors import ErrorCode
 # producerId i64 | producerEpoch i16 | baseSequence i32 | recordCount i32
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
+_LENGTH = struct.Struct(">i")  # batchLength, at 8
 LOG_OVERHEAD = 12  # baseOffset + batchLength precede the counted bytes
 CRC_START = 21  # the CRC covers attributes .. end of batch
 MAGIC_OFFSET = 16
@@ -44,6 +45,9 @@ COMMIT_MARKER = 1
 _MARKER_RECORD = struct.Struct(">bbbbb4sb6sb")
 
 
+_crc32c = crc32c.crc32c
+
+
 class InvalidBatch(Exception):
     """A batch a broker must refuse; carries the Kafka error code to answer with."""
 
@@ -55,8 +59,10 @@ class InvalidBatch(Exception):
         self.record_level = record_level
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
+    """The fixed header's fields, in layout order. A NamedTuple built from HEADER's unpack with
+    tuple.__new__ (a C call): a frozen dataclass's __init__ cost 1.5 us of a produce request."""
+
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
@@ -99,8 +105,12 @@ class BatchHeader:
         return (self.base_sequence + self.last_offset_delta) % 2**31
 
 
+_unpack_header = HEADER.unpack_from
+_new_tuple = tuple.__new__
+
+
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
-    return BatchHeader(*HEADER.unpack_from(buf, pos))
+    return _new_tuple(BatchHeader, _unpack_header(buf, pos))
 
 
 def batch_spans(buf: bytes | bytearray | memoryview) -> list[tuple[int, int]]:
@@ -129,34 +139,41 @@ def validate_produce_records(records: bytes | bytearray | memoryview | None,
     size = len(records)
     if size < LOG_OVERHEAD + 5:
         raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "record batch shorter than its header")
-    (length,) = struct.unpack_from(">i", records, 8)
     magic = records[MAGIC_OFFSET]
     if magic != 2:
         raise InvalidBatch(ErrorCode.UNSUPPORTED_VERSION if magic > 2 else ErrorCode.INVALID_RECORD,
                            f"record batch magic {magic}; produce v3+ requires magic 2")
-    if length + LOG_OVERHEAD != size:
-        if length + LOG_OVERHEAD < size:
-            raise InvalidBatch(ErrorCode.INVALID_RECORD,
-                               "produce v3+ allows exactly one record batch per partition")
-        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "record batch length exceeds the bytes sent")
-    if size < HEADER_SIZE:
+    if size < HEADER_SIZE:  # the length field's checks first, as below, then this one
+        (length,) = _LENGTH.unpack_from(records, 8)
+        _check_length(length, size)
         raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "record batch shorter than its header")
+    header = _new_tuple(BatchHeader, _unpack_header(records, 0))
+    base_offset, length, _, _, crc, attributes, last_offset_delta, _, _, producer_id, _, base_sequence, count = header
+    if length + LOG_OVERHEAD != size:
+        _check_length(length, size)
     if size > max_message_bytes:
         raise InvalidBatch(ErrorCode.MESSAGE_TOO_LARGE,
                            f"record batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
-    header = parse_header(records)
-    if header.base_offset != 0:
+    if base_offset != 0:
         raise InvalidBatch(ErrorCode.INVALID_RECORD, "a produced batch must have baseOffset 0", record_level=True)
-    if crc32c.crc32c(memoryview(records)[CRC_START:]) != header.crc:
+    if _crc32c(memoryview(records)[CRC_START:]) != crc:
         raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "record batch CRC-32C mismatch")
-    if header.record_count <= 0 or header.last_offset_delta + 1 != header.record_count:
+    if count <= 0 or last_offset_delta + 1 != count:
         raise InvalidBatch(ErrorCode.INVALID_RECORD,
                            "lastOffsetDelta + 1 must equal a positive record count", record_level=True)
-    if header.is_control:
+    if attributes & CONTROL_BIT:
         raise InvalidBatch(ErrorCode.INVALID_RECORD, "clients may not produce control batches", record_level=True)
-    if header.producer_id >= 0 and header.base_sequence < 0:
+    if producer_id >= 0 and base_sequence < 0:
         raise InvalidBatch(ErrorCode.INVALID_RECORD, "idempotent batch without a base sequence")
     return header
+
+
+def _check_length(length: int, size: int) -> None:
+    """Raise for a batchLength that does not cover exactly the bytes sent."""
+    if length + LOG_OVERHEAD < size:
+        raise InvalidBatch(ErrorCode.INVALID_RECORD, "produce v3+ allows exactly one record batch per partition")
+    if length + LOG_OVERHEAD > size:
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "record batch length exceeds the bytes sent")
 
 
 def stamp_log_append_time(batch: bytearray, now_ms: int) -> None:

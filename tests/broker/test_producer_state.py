@@ -1,8 +1,6 @@
 """Idempotent-producer sequence rules, as recorded from Kafka 3.9
 (kafka-reference 05_idempotent_produce_sequences)."""
 
-from dataclasses import replace
-
 from broker.txn.producers import ProducerStateTable, Verdict
 from protocol.errors import ErrorCode
 from protocol.record_batch import BatchHeader
@@ -13,7 +11,7 @@ BASE = BatchHeader(base_offset=0, batch_length=100, partition_leader_epoch=-1, m
 
 
 def batch(seq: int, epoch: int = 0, pid: int = 7) -> BatchHeader:
-    return replace(BASE, base_sequence=seq, producer_epoch=epoch, producer_id=pid)
+    return BASE._replace(base_sequence=seq, producer_epoch=epoch, producer_id=pid)
 
 
 def appended(table: ProducerStateTable, header: BatchHeader, offset: int) -> None:
@@ -52,7 +50,7 @@ def test_only_the_last_five_batches_are_deduplicated(tmp_path):
 
 def test_sequence_wraps_at_int32_max(tmp_path):
     table = ProducerStateTable(None)
-    appended(table, replace(batch(2**31 - 5), last_offset_delta=4), 0)
+    appended(table, batch(2**31 - 5)._replace(last_offset_delta=4), 0)
     assert table.check("t", 0, batch(0)).verdict is Verdict.APPEND
 
 
