@@ -32,7 +32,7 @@ from protocol.record_batch import (
     stamp_log_append_time,
     validate_produce_records,
 )
-from store import AppendResult, UnknownPartition, UnknownTopic
+from store import AppendResult, TopicMeta, UnknownPartition, UnknownTopic
 from store.records import decode
 
 log = logging.getLogger("gregor.produce")
@@ -46,8 +46,9 @@ async def handle_produce(broker: Broker, request: Request):
     # Kafka keys partitions by (topic, partition): a partition listed twice keeps its last entry.
     wanted: dict[tuple[str, int], bytes | None] = {}
     for topic in body.topic_data:
-        for part in topic.partition_data:
-            wanted[(topic.name, part.index)] = part.records
+        name = topic.name
+        for index, records in topic.partition_data:
+            wanted[(name, index)] = records
     results: dict[tuple[str, int], tuple] = {}
     handles = []
     durable: list[tuple[str, int, int]] = []  # the appends the flush handle covers
@@ -69,21 +70,28 @@ async def handle_produce(broker: Broker, request: Request):
         # batch per partition, so no check depends on another partition's append.
         accepted = []
         results = dict.fromkeys(wanted)  # answers keep the request's order
+        acks_all = body.acks == -1
+        takes_writes = topology.takes_writes
+        policies: dict[str, _TopicPolicy | None] = {}  # each topic's settings, looked up once per request
         for key, records in wanted.items():
-            if refused and key[0] in refused:
+            topic = key[0]
+            if refused and topic in refused:
                 results[key] = _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 continue
-            if not topology.takes_writes(*key):  # stale metadata or a clean stop: asks again
+            if not takes_writes(*key):  # stale metadata or a clean stop: asks again
                 results[key] = _error(ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 continue
-            if body.acks == -1 and topology.in_sync() < _min_insync(broker, key[0]):
+            policy = policies.get(topic, _UNSEEN)
+            if policy is _UNSEEN:
+                policy = policies[topic] = _TopicPolicy.of(broker, topic, acks_all)
+            if acks_all and topology.in_sync() < (1 if policy is None else policy.min_insync):
                 results[key] = _error(ErrorCode.NOT_ENOUGH_REPLICAS)
                 continue
             if version < MAGIC_2_PRODUCE_VERSION:  # converting old message sets is per-record work: off the loop
-                checked = await trio.to_thread.run_sync(_check_one, broker, key[0], key[1], records, version,
+                checked = await trio.to_thread.run_sync(_check_one, broker, policy, topic, key[1], records, version,
                                                         body.transactional_id)
             else:
-                checked = _check_one(broker, key[0], key[1], records, version, body.transactional_id)
+                checked = _check_one(broker, policy, topic, key[1], records, version, body.transactional_id)
             if checked.__class__ is tuple:
                 results[key] = checked
             else:
@@ -190,21 +198,45 @@ class _Accepted:
     log_start: int
 
 
-def _check_one(broker: Broker, topic: str, partition: int, records: bytes | None, version: int,
-               transactional_id: str | None = None):
+@dataclass(slots=True)
+class _TopicPolicy:
+    """What the checks need of a topic's metadata and settings, looked up once per request
+    (a wide request names one topic for hundreds of partitions)."""
+
+    meta: TopicMeta
+    view: bool  # a read-only view: produce is refused
+    compacted: bool
+    max_bytes: int
+    log_append_time: bool
+    min_insync: int  # looked up for acks=all only (else 1)
+
+    @classmethod
+    def of(cls, broker: Broker, topic: str, acks_all: bool) -> _TopicPolicy | None:
+        meta = broker.topic(topic)
+        if meta is None:
+            return None
+        return cls(meta, bool(meta.configs.get("view.source")), "compact" in meta.configs.get("cleanup.policy", ""),
+                   broker.max_message_bytes(meta), broker.log_append_time(meta),
+                   _min_insync(broker, topic) if acks_all else 1)
+
+
+_UNSEEN = object()
+
+
+def _check_one(broker: Broker, policy: _TopicPolicy | None, topic: str, partition: int, records: bytes | None,
+               version: int, transactional_id: str | None = None):
     """The partition's answer if it is refused or a duplicate (a tuple), else an _Accepted."""
-    meta = broker.topic(topic)
-    if meta is None or not 0 <= partition < meta.partitions:
+    if policy is None or not 0 <= partition < policy.meta.partitions:
         return _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if meta.configs.get("view.source"):
+    if policy.view:
         return _error(ErrorCode.INVALID_REQUEST, message=f"topic {topic} is a read-only view")
     log_start = broker.store.log_start_offset(topic, partition)
-    compacted = "compact" in meta.configs.get("cleanup.policy", "")
-    max_bytes = broker.max_message_bytes(meta)
+    compacted = policy.compacted
+    max_bytes = policy.max_bytes
     try:
         if version < MAGIC_2_PRODUCE_VERSION and records is not None and is_legacy(records):
-            records = to_record_batch(records, max_bytes, meta.configs.get("compression.type", "producer"),
-                                      broker.log_append_time(meta), compacted)
+            records = to_record_batch(records, max_bytes, policy.meta.configs.get("compression.type", "producer"),
+                                      policy.log_append_time, compacted)
             if records is None:  # no complete message: Kafka appends nothing and answers offset -1
                 return ErrorCode.NONE, -1, -1, log_start, None
         header = validate_produce_records(records, max_bytes)
@@ -237,7 +269,7 @@ def _check_one(broker: Broker, topic: str, partition: int, records: bytes | None
         return ErrorCode.NONE, dup.base_offset, dup.max_timestamp, log_start, None
     append_time = -1
     batch = records
-    if broker.log_append_time(meta):
+    if policy.log_append_time:
         append_time = int(time.time() * 1000)
         batch = bytearray(records)
         stamp_log_append_time(batch, append_time)
