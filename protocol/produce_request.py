@@ -50,90 +50,159 @@ def decode_produce_request(body: memoryview, version: int) -> ProduceRequestBody
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise ValueError(f"ProduceRequest v{version} is not decoded here")
     try:
-        return _Reader(body, version >= FLEXIBLE_FROM).request()
+        return _flexible(body) if version >= FLEXIBLE_FROM else _fixed(body)
     except (struct.error, IndexError, UnicodeDecodeError) as exc:
         raise DecodeError(f"truncated or malformed ProduceRequest v{version}: {exc!r}") from None
 
 
-class _Reader:
-    __slots__ = ("buf", "end", "flexible", "pos")
+# Both walks are written out, one function each, with the fields read inline: a reader object
+# with a method per field cost 4.2 us for a one-partition request, about a tenth of it.
+# The tuples are made with tuple.__new__, a C call (a NamedTuple's own __new__ is Python).
+_new = tuple.__new__
+_I32_I32 = struct.Struct(">ii")  # a partition's index, then its records' length (v3-v8)
 
-    def __init__(self, buf: memoryview, flexible: bool) -> None:
-        self.buf = buf
-        self.end = len(buf)
-        self.flexible = flexible
-        self.pos = 0
 
-    def request(self) -> ProduceRequestBody:
-        transactional_id = self.string(nullable=True)
-        acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(self.buf, self.pos)
-        self.pos += 6
-        topics = []
-        for _ in range(self.count()):
-            name = self.string(nullable=False)
-            partitions = []
-            for _ in range(self.count()):
-                (index,) = _I32.unpack_from(self.buf, self.pos)
-                self.pos += 4
-                partitions.append(PartitionData(index, self.records()))
-                self.tags()
-            topics.append(TopicData(name, partitions))
-            self.tags()
-        self.tags()
-        return ProduceRequestBody(transactional_id, acks, timeout_ms, topics)
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        buf, pos = self.buf, self.pos
-        while True:
-            byte = buf[pos]
-            pos += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                self.pos = pos
-                return value
-            shift += 7
-            if shift > 28:
-                raise DecodeError("unsigned varint longer than 5 bytes")
-
-    def length(self, width: struct.Struct) -> int:
-        """A length prefix: compact (uvarint, n+1) when flexible, else fixed width; -1 is null."""
-        if self.flexible:
-            return self.uvarint() - 1
-        (n,) = width.unpack_from(self.buf, self.pos)
-        self.pos += width.size
-        return n
-
-    def take(self, n: int) -> memoryview:
-        if n > self.end - self.pos:
-            raise DecodeError(f"a field of {n} bytes runs past the end of the request")
-        start = self.pos
-        self.pos += n
-        return self.buf[start:self.pos]
-
-    def string(self, nullable: bool) -> str | None:
-        n = self.length(_I16)
+def _fixed(buf: memoryview) -> ProduceRequestBody:
+    """Produce v3-v8: int16-prefixed strings, int32-prefixed arrays and bytes."""
+    end = len(buf)
+    (n,) = _I16.unpack_from(buf, 0)
+    pos = 2
+    transactional_id = None
+    if n >= 0:
+        transactional_id = str(_take(buf, pos, n, end), "utf-8")
+        pos += n
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
+    pos += 6
+    (count,) = _I32.unpack_from(buf, pos)
+    pos += 4
+    _check_count(count, end - pos)
+    topics = []
+    for _ in range(count):
+        (n,) = _I16.unpack_from(buf, pos)
+        pos += 2
         if n < 0:
-            if nullable:
-                return None
             raise DecodeError("null where a string is required")
-        return str(self.take(n), "utf-8")
+        name = str(_take(buf, pos, n, end), "utf-8")
+        pos += n
+        (parts,) = _I32.unpack_from(buf, pos)
+        pos += 4
+        _check_count(parts, end - pos)
+        partitions = []
+        for _ in range(parts):
+            index, n = _I32_I32.unpack_from(buf, pos)
+            pos += 8
+            records = None
+            if n >= 0:
+                records = _take(buf, pos, n, end)
+                pos += n
+            partitions.append(_new(PartitionData, (index, records)))
+        topics.append(_new(TopicData, (name, partitions)))
+    return _new(ProduceRequestBody, (transactional_id, acks, timeout_ms, topics))
 
-    def count(self) -> int:
-        n = self.length(_I32)
-        if n < 0:
-            raise DecodeError("null where an array is required")
-        if n > self.end - self.pos:  # every element takes at least a byte: never allocate for a lie
-            raise DecodeError(f"array of {n} elements in {self.end - self.pos} bytes")
-        return n
 
-    def records(self) -> memoryview | None:
-        n = self.length(_I32)
-        return None if n < 0 else self.take(n)
+def _flexible(buf: memoryview) -> ProduceRequestBody:
+    """Produce v9+: compact (uvarint n+1) strings, arrays and bytes, and tagged fields. A
+    uvarint below 128 is one byte, read inline; empty tagged fields (one zero byte) are skipped
+    inline."""
+    end = len(buf)
+    n = buf[0]
+    pos = 1
+    if n >= 0x80:
+        n, pos = _uvarint(buf, 0)
+    transactional_id = None
+    if n > 0:
+        n -= 1
+        transactional_id = str(_take(buf, pos, n, end), "utf-8")
+        pos += n
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
+    pos += 6
+    count, pos = _uvarint(buf, pos)
+    count -= 1
+    _check_count(count, end - pos)
+    topics = []
+    for _ in range(count):
+        n = buf[pos]
+        if n < 0x80:
+            pos += 1
+        else:
+            n, pos = _uvarint(buf, pos)
+        if n == 0:
+            raise DecodeError("null where a string is required")
+        n -= 1
+        if n > end - pos:
+            raise DecodeError(f"a field of {n} bytes runs past the end of the request")
+        name = str(buf[pos:pos + n], "utf-8")
+        pos += n
+        parts = buf[pos]
+        if parts < 0x80:
+            pos += 1
+        else:
+            parts, pos = _uvarint(buf, pos)
+        parts -= 1
+        if parts < 0 or parts > end - pos:
+            _check_count(parts, end - pos)
+        partitions = []
+        for _ in range(parts):
+            (index,) = _I32.unpack_from(buf, pos)
+            n = buf[pos + 4]  # the records' length
+            if n < 0x80:
+                pos += 5
+            else:
+                n, pos = _uvarint(buf, pos + 4)
+            records = None
+            if n > 0:
+                n -= 1
+                if n > end - pos:
+                    raise DecodeError(f"a field of {n} bytes runs past the end of the request")
+                records = buf[pos:pos + n]
+                pos += n
+            if buf[pos]:
+                pos = _skip_tags(buf, pos, end)
+            else:
+                pos += 1
+            partitions.append(_new(PartitionData, (index, records)))
+        if buf[pos]:
+            pos = _skip_tags(buf, pos, end)
+        else:
+            pos += 1
+        topics.append(_new(TopicData, (name, partitions)))
+    if buf[pos]:
+        _skip_tags(buf, pos, end)
+    return _new(ProduceRequestBody, (transactional_id, acks, timeout_ms, topics))
 
-    def tags(self) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self.take(self.uvarint())
+
+def _take(buf: memoryview, pos: int, n: int, end: int) -> memoryview:
+    if n > end - pos:
+        raise DecodeError(f"a field of {n} bytes runs past the end of the request")
+    return buf[pos:pos + n]
+
+
+def _check_count(n: int, left: int) -> None:
+    if n < 0:
+        raise DecodeError("null where an array is required")
+    if n > left:  # every element takes at least a byte: never allocate for a lie
+        raise DecodeError(f"array of {n} elements in {left} bytes")
+
+
+def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    """(value, position after it)."""
+    value = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise DecodeError("unsigned varint longer than 5 bytes")
+
+
+def _skip_tags(buf: memoryview, pos: int, end: int) -> int:
+    count, pos = _uvarint(buf, pos)
+    for _ in range(count):
+        _, pos = _uvarint(buf, pos)  # tag
+        size, pos = _uvarint(buf, pos)
+        _take(buf, pos, size, end)
+        pos += size
+    return pos
