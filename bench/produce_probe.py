@@ -48,6 +48,7 @@ from store import Store  # noqa: E402
 VERSION = 9
 SEGMENT_BYTES = 640 << 20  # one segment, faulted in before the run
 WRITE_BUDGET = 600 << 20  # a run stops before the segment's end (no roll into unfaulted pages)
+WARM_S = 0.5
 CLIENT_ID = "produce-probe"
 
 
@@ -202,8 +203,12 @@ async def _shape(shape: Shape, tmp: Path, seconds: float, profile: bool,
         count = min(20_000, WRITE_BUDGET // one) if shape.idempotent else min(2_000, (64 << 20) // one)
         frames = frames_for(shape, "probe", count, producer_id=broker.producers.allocate_producer_id())
         per_request = len(frames[0])
-        warm = [] if shape.idempotent else frames[:max(1, len(frames) // 8)]
-        await _run(broker, warm, 0, len(warm))
+        # the first thousands of appends after start cost twice the steady state's (the consume
+        # queue's first files and reservations): warm up on 1/8 of the budget, idempotent shapes too
+        # (with a producer id of their own, so the measured frames' sequences stay valid)
+        warm = frames_for(shape, "probe", count, producer_id=broker.producers.allocate_producer_id()) \
+            if shape.idempotent else frames
+        await _run(broker, warm, WARM_S, (WRITE_BUDGET // 8) // per_request)
         if stages:  # each round appends twice: the append step's and the whole request's
             rounds = max(20, min(2_000, (WRITE_BUDGET - store._log.write_position) // per_request // 3))
             return 0.0, await _stages(broker, frames, rounds)
