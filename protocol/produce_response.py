@@ -34,7 +34,12 @@ class RecordErrors(str):
         return made
 
 
+_ONE_BYTE = [bytes((n,)) for n in range(0x80)]  # every uvarint below 128, made once
+
+
 def _uvarint(n: int) -> bytes:
+    if n < 0x80:
+        return _ONE_BYTE[n]
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
@@ -54,14 +59,37 @@ def _count(n: int, flexible: bool) -> bytes:
     return _uvarint(n + 1) if flexible else _I32.pack(n)
 
 
+# v5+: a partition's whole answer in one pack when it carries no error message (nearly
+# always): index, error_code, base_offset, log_append_time, log_start_offset, then (v8+) an
+# empty record_errors and a null error_message, and (v9+) empty tagged fields.
+_PART_PLAIN_V5 = struct.Struct(">ihqqq")
+_PART_PLAIN_V8 = struct.Struct(">ihqqqih")  # record_errors count 0, error_message length -1
+_PART_PLAIN_V9 = struct.Struct(">ihqqqBBB")  # compact: record_errors 0+1, null message 0, no tags 0
+
+
+def _plain_layout(version: int) -> tuple[struct.Struct, tuple] | None:
+    if version >= FLEXIBLE_FROM:
+        return _PART_PLAIN_V9, (1, 0, 0)
+    if version >= 8:
+        return _PART_PLAIN_V8, (0, -1)
+    if version >= 5:
+        return _PART_PLAIN_V5, ()
+    return None
+
+
 def encode_produce_response(version: int, results: Results, throttle_time_ms: int = 0) -> bytes:
     flexible = version >= FLEXIBLE_FROM
     tags = b"\x00" if flexible else b""
+    plain = _plain_layout(version)
+    pack_plain, trailer = (plain[0].pack, plain[1]) if plain is not None else (None, ())
     out = [_count(len(results), flexible)]
     for topic, partitions in results:
         out.append(_string(topic, flexible))
         out.append(_count(len(partitions), flexible))
         for index, error, base_offset, append_time, log_start, message in partitions:
+            if message is None and pack_plain is not None:
+                out.append(pack_plain(index, error, base_offset, append_time, log_start, *trailer))
+                continue
             out.append(_PART_FIXED.pack(index, error, base_offset))
             if version >= 2:
                 out.append(_I64.pack(append_time))
