@@ -9,8 +9,7 @@ specs, so nothing here re-declares a message layout.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
@@ -22,14 +21,17 @@ _FIXED_HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _INT16 = struct.Struct(">h")
 _SIZE_AND_ID = struct.Struct(">ii")  # frame size, correlation_id
 PRODUCE_KEY = 0
+_FLEXIBLE: dict[tuple[int, int], bool] = {}  # (api key, version): flexible (KIP-482)?
+_new = tuple.__new__
 
 
 class MalformedRequest(Exception):
     """The frame cannot be understood; Kafka closes the connection."""
 
 
-@dataclass(frozen=True, slots=True)
-class RequestHeaderInfo:
+# The three below are NamedTuples, immutable as frozen dataclasses but made by a C call
+# (tuple.__new__): the two dataclasses' __init__ cost 1 us of every request.
+class RequestHeaderInfo(NamedTuple):
     api_key: int
     api_version: int
     correlation_id: int
@@ -37,15 +39,13 @@ class RequestHeaderInfo:
     flexible: bool  # response header v1 (tagged fields) unless ApiVersions
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(NamedTuple):
     header: RequestHeaderInfo
     spec: ApiSpec
     body: Any  # a kafka-python request object (Produce v3+: protocol.produce_request's tuples)
 
 
-@dataclass(frozen=True, slots=True)
-class UnsupportedRequest:
+class UnsupportedRequest(NamedTuple):
     """A well-formed header for an API or version Gregor does not serve."""
 
     header: RequestHeaderInfo
@@ -70,7 +70,9 @@ def decode_request(frame: bytes) -> Request | UnsupportedRequest:
         flexible = api_key == API_VERSIONS_KEY and api_version > spec.max_version
         header, _ = _parse_header(frame, flexible)
         return UnsupportedRequest(header, known_api=True)
-    flexible = spec.flexible(api_version)
+    flexible = _FLEXIBLE.get((api_key, api_version))
+    if flexible is None:  # kafka-python's flexible_version_q, asked once per API and version
+        flexible = _FLEXIBLE[(api_key, api_version)] = spec.flexible(api_version)
     header, pos = _parse_header(frame, flexible)
     try:
         if api_key == PRODUCE_KEY and api_version >= produce_request.MIN_VERSION:
@@ -79,7 +81,7 @@ def decode_request(frame: bytes) -> Request | UnsupportedRequest:
             body = spec.request.decode(memoryview(frame)[pos:], version=api_version)
     except Exception as exc:  # kafka-python raises assorted errors on short or bad input
         raise MalformedRequest(f"cannot decode {spec.name} v{api_version}: {exc!r}") from exc
-    return Request(header, spec, body)
+    return _new(Request, (header, spec, body))
 
 
 def _parse_header(frame: bytes, flexible: bool) -> tuple[RequestHeaderInfo, int]:
@@ -97,7 +99,9 @@ def _parse_header(frame: bytes, flexible: bool) -> tuple[RequestHeaderInfo, int]
                 raise MalformedRequest("truncated client id")
             client_id = frame[pos:pos + length].decode("utf-8")
             pos += length
-        if flexible:  # tagged fields: count, then (tag, size, bytes) each; none are defined for headers
+        if flexible and frame[pos] == 0:  # no tagged fields (none are defined for headers)
+            pos += 1
+        elif flexible:  # tagged fields: count, then (tag, size, bytes) each
             count, pos = _uvarint(frame, pos)
             for _ in range(count):
                 _, pos = _uvarint(frame, pos)
@@ -107,8 +111,8 @@ def _parse_header(frame: bytes, flexible: bool) -> tuple[RequestHeaderInfo, int]
                 raise MalformedRequest("truncated header tagged fields")
     except (struct.error, IndexError, UnicodeDecodeError) as exc:
         raise MalformedRequest(f"truncated request header: {exc!r}") from exc
-    info = RequestHeaderInfo(api_key, api_version, correlation_id, client_id,
-                             flexible and api_key != API_VERSIONS_KEY)
+    info = _new(RequestHeaderInfo, (api_key, api_version, correlation_id, client_id,
+                                    flexible and api_key != API_VERSIONS_KEY))
     return info, pos
 
 
