@@ -79,19 +79,32 @@ async def serve_stream(broker: Broker, listener: Listener, stream: trio.abc.Stre
     if listener.sasl:
         sasl_session.set(SaslSession(broker.config.sasl_mechanisms(), broker.config["connections.max.reauth.ms"]))
     responses, to_send = trio.open_memory_channel(MAX_RESPONSES_IN_FLIGHT)
+    queued = _Queued()
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_send_in_order, stream, to_send, nursery.cancel_scope, peer)
-            await _read_requests(broker, stream, peer, responses)
+            nursery.start_soon(_send_in_order, stream, to_send, nursery.cancel_scope, peer, queued)
+            await _read_requests(broker, stream, peer, responses, queued)
     finally:
         with trio.CancelScope(shield=True):
             await stream.aclose()
 
 
+class _Queued:
+    """How many answers the reader has handed to the sender task and it has not written yet."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
 async def _read_requests(broker: Broker, stream: trio.abc.Stream, peer: str,
-                         responses: trio.MemorySendChannel) -> None:
-    """Read and handle requests one at a time, in order; queue their answers for the sender.
-    Closing the channel lets the sender finish what is queued, then the connection closes."""
+                         responses: trio.MemorySendChannel, queued: _Queued) -> None:
+    """Read and handle requests one at a time, in order; queue their answers for the sender,
+    or, when an answer is ready and none waits before it, write it here: the sender is then
+    idle, so the order holds, and the answer skips a channel hop and a task switch (a tenth of
+    a small produce request's time on the event loop). Closing the channel lets the sender
+    finish what is queued, then the connection closes."""
     decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
     idle_s = broker.config["connections.max.idle.ms"] / 1000
     partial_s = broker.config["request.timeout.ms"] / 1000
@@ -113,9 +126,14 @@ async def _read_requests(broker: Broker, stream: trio.abc.Stream, peer: str,
                 answer = await _answer(broker, frame, peer)
                 if answer is not None:
                     if answer[1] is CLOSE_AFTER:  # the sender writes it, then the connection closes
+                        queued.count += 1
                         await responses.send((answer[0], None))
                         log.info("closing %s: SASL authentication failed", peer)
                         return
+                    if answer[1] is None and not queued.count:
+                        await _send(stream, answer[0])
+                        continue
+                    queued.count += 1
                     await responses.send(answer)
         except (FrameError, _CloseConnection) as exc:
             log.info("closing %s: %s", peer, exc)
@@ -127,7 +145,7 @@ async def _read_requests(broker: Broker, stream: trio.abc.Stream, peer: str,
 
 
 async def _send_in_order(stream: trio.abc.Stream, to_send: trio.MemoryReceiveChannel,
-                         reader_scope: trio.CancelScope, peer: str) -> None:
+                         reader_scope: trio.CancelScope, peer: str, queued: _Queued) -> None:
     """Answers leave in request order; one waiting for its group commit holds back the ones
     behind it (Kafka clients require the order), not the reading of further requests."""
     try:
@@ -135,18 +153,23 @@ async def _send_in_order(stream: trio.abc.Stream, to_send: trio.MemoryReceiveCha
             async for response, durable in to_send:
                 if durable is not None:
                     response = await durable()
-                if isinstance(response, list):
-                    if isinstance(stream, trio.SocketStream):
-                        await send_buffers(stream.socket, response)
-                    else:  # no zero-copy through TLS (or into memory): one write
-                        await stream.send_all(b"".join(response))
-                else:
-                    await stream.send_all(response)
+                await _send(stream, response)
+                queued.count -= 1
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         reader_scope.cancel()
     except Exception:
         log.exception("sending to %s failed", peer)
         reader_scope.cancel()
+
+
+async def _send(stream: trio.abc.Stream, response: bytes | list) -> None:
+    if isinstance(response, list):
+        if isinstance(stream, trio.SocketStream):
+            await send_buffers(stream.socket, response)
+        else:  # no zero-copy through TLS (or into memory): one write
+            await stream.send_all(b"".join(response))
+    else:
+        await stream.send_all(response)
 
 
 class _CloseConnection(Exception):
