@@ -12,6 +12,9 @@ request, the Java client's and kafka-python's), each with 1 KiB or 16 KiB record
 acks=all (on a single node the sync-state set is the node itself), idempotent or not.
 
 `--stages` times each step of a request alone instead (framing, decode, checks, append, answer).
+`--socket` feeds the frames through the whole connection loop over a socket pair instead, a
+client task in the same trio run keeping 5 requests outstanding (its own small share of the CPU
+time is counted too).
 
 Run: .venv/bin/python bench/produce_probe.py [--repeat 3] [--seconds 2] [--only NAME,..] [--profile|--stages]
 """
@@ -40,7 +43,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 from broker.broker import Broker  # noqa: E402
 from broker.config import BrokerConfig  # noqa: E402
 from broker.handlers import produce  # noqa: E402
-from broker.net.connection import _answer  # noqa: E402
+from broker.net.connection import _answer, serve_stream  # noqa: E402
+from broker.net.listeners import Listener  # noqa: E402
 from protocol.codec import decode_request, encode_response  # noqa: E402
 from protocol.framing import FrameDecoder  # noqa: E402
 from store import Store  # noqa: E402
@@ -49,6 +53,7 @@ VERSION = 9
 SEGMENT_BYTES = 640 << 20  # one segment, faulted in before the run
 WRITE_BUDGET = 600 << 20  # a run stops before the segment's end (no roll into unfaulted pages)
 WARM_S = 0.5
+IN_FLIGHT = 5  # requests a --socket client keeps outstanding (librdkafka's max.in.flight with idempotence)
 CLIENT_ID = "produce-probe"
 
 
@@ -182,8 +187,54 @@ async def _stages(broker: Broker, frames: list[bytes], rounds: int) -> dict[str,
     return out
 
 
+async def _socket_run(broker: Broker, frames: list[bytes], seconds: float, max_requests: int,
+                      in_flight: int = IN_FLIGHT) -> tuple[int, float]:
+    """The whole connection loop (broker/net/connection.py: serve_stream's reader and sender
+    tasks, trio's socket calls, the kernel's) over a socket pair in this trio run: a client task
+    keeps `in_flight` requests outstanding, as a producer does, and reads the answers."""
+    server_sock, client_sock = trio.socket.socketpair()
+    server = trio.SocketStream(server_sock)
+    client = trio.SocketStream(client_sock)
+    n = 0
+    cpu0 = time.thread_time()
+    deadline = time.perf_counter() + seconds
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve_stream, broker, Listener("PLAINTEXT", "127.0.0.1", 0), server, "127.0.0.1:1")
+        window = trio.Semaphore(in_flight)
+        answered = trio.Event()
+        count = max_requests
+
+        async def read_answers() -> None:
+            nonlocal n
+            buf = bytearray()
+            while n < count:
+                buf += await client.receive_some(1 << 20)
+                while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[:4], "big"):
+                    del buf[:4 + int.from_bytes(buf[:4], "big")]
+                    n += 1
+                    window.release()
+            answered.set()
+
+        nursery.start_soon(read_answers)
+        sent = 0
+        while sent < count:
+            for data in frames:
+                await window.acquire()
+                await client.send_all(data)
+                sent += 1
+                if sent == count:
+                    break
+            if time.perf_counter() >= deadline:
+                count = sent
+        await answered.wait()
+        cpu = time.thread_time() - cpu0
+        await client.aclose()
+        nursery.cancel_scope.cancel()
+    return n, cpu
+
+
 async def _shape(shape: Shape, tmp: Path, seconds: float, profile: bool,
-                 stages: bool = False) -> tuple[float, pstats.Stats | dict | None]:
+                 stages: bool = False, socket: bool = False) -> tuple[float, pstats.Stats | dict | None]:
     data = tmp / shape.name
     config = BrokerConfig(data_dir=data)
     config.set("commitlog.segment.bytes", str(SEGMENT_BYTES))
@@ -218,7 +269,7 @@ async def _shape(shape: Shape, tmp: Path, seconds: float, profile: bool,
         profiler = cProfile.Profile(time.thread_time) if profile else None
         if profiler:
             profiler.enable()
-        n, cpu = await _run(broker, frames, seconds, budget)
+        n, cpu = await (_socket_run if socket else _run)(broker, frames, seconds, budget)
         if profiler:
             profiler.disable()
             return cpu / n * 1e6, pstats.Stats(profiler)
@@ -246,6 +297,8 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated shape names (default: all)")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--stages", action="store_true", help="time each step of a request alone")
+    parser.add_argument("--socket", action="store_true",
+                        help="through the connection loop over a socket pair, a client task in the same run")
     args = parser.parse_args()
     wanted = {s for s in args.only.split(",") if s}
     shapes = [s for s in SHAPES if not wanted or s.name in wanted]
@@ -260,7 +313,7 @@ def main() -> int:
         for shape in shapes:
             figures = []
             for _ in range(1 if args.profile else args.repeat):
-                us, stats = trio.run(_shape, shape, tmp, args.seconds, args.profile)
+                us, stats = trio.run(_shape, shape, tmp, args.seconds, args.profile, False, args.socket)
                 figures.append(us)
                 if stats is not None:
                     print(f"{shape.name}: {us:.1f} us/request under cProfile")
