@@ -21,6 +21,7 @@ from broker.net.listeners import Listener, SaslSession, ssl_principal
 from broker.net.sendmsg import send_buffers
 from broker.net.peer import listener as peer_listener
 from broker.net.peer import peer_host, sasl_session, tls_subject
+from broker.net.receive_timer import ReceiveTimer
 from broker.security.sasl import AuthenticationFailed
 from protocol.api_versions import API_VERSIONS_KEY
 from protocol.codec import (
@@ -104,44 +105,49 @@ async def _read_requests(broker: Broker, stream: trio.abc.Stream, peer: str,
     or, when an answer is ready and none waits before it, write it here: the sender is then
     idle, so the order holds, and the answer skips a channel hop and a task switch (a tenth of
     a small produce request's time on the event loop). Closing the channel lets the sender
-    finish what is queued, then the connection closes."""
+    finish what is queued, then the connection closes. A wait for the next bytes ends after
+    connections.max.idle.ms, or request.timeout.ms within a frame (broker/net/receive_timer.py)."""
     decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
     idle_s = broker.config["connections.max.idle.ms"] / 1000
     partial_s = broker.config["request.timeout.ms"] / 1000
-    async with responses:
-        try:
-            while True:
-                frame = decoder.next_frame()
-                if frame is None:
-                    limit = partial_s if decoder.partial else idle_s
-                    with trio.move_on_after(limit) as scope:
+    timer = ReceiveTimer(idle_s, partial_s)
+    async with responses, trio.open_nursery() as nursery:
+        nursery.start_soon(timer.watch)
+        with timer.scope:
+            try:
+                while True:
+                    frame = decoder.next_frame()
+                    if frame is None:
+                        timer.limit = partial_s if decoder.partial else idle_s
+                        timer.waiting_since = trio.current_time()
                         data = await stream.receive_some(max(READ_SIZE, min(decoder.bytes_wanted(), 1 << 24)))
-                    if scope.cancelled_caught:
-                        log.info("closing %s: %s", peer, "partial request timed out" if decoder.partial else "idle")
-                        return
-                    if not data:
-                        return
-                    decoder.feed(data)
-                    continue
-                answer = await _answer(broker, frame, peer)
-                if answer is not None:
-                    if answer[1] is CLOSE_AFTER:  # the sender writes it, then the connection closes
-                        queued.count += 1
-                        await responses.send((answer[0], None))
-                        log.info("closing %s: SASL authentication failed", peer)
-                        return
-                    if answer[1] is None and not queued.count:
-                        await _send(stream, answer[0])
+                        timer.waiting_since = None
+                        if not data:
+                            break
+                        decoder.feed(data)
                         continue
-                    queued.count += 1
-                    await responses.send(answer)
-        except (FrameError, _CloseConnection) as exc:
-            log.info("closing %s: %s", peer, exc)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
-            pass
-        except Exception:
-            # Whatever happens on one connection must never reach the listener's nursery.
-            log.exception("connection %s failed", peer)
+                    answer = await _answer(broker, frame, peer)
+                    if answer is not None:
+                        if answer[1] is CLOSE_AFTER:  # the sender writes it, then the connection closes
+                            queued.count += 1
+                            await responses.send((answer[0], None))
+                            log.info("closing %s: SASL authentication failed", peer)
+                            break
+                        if answer[1] is None and not queued.count:
+                            await _send(stream, answer[0])
+                            continue
+                        queued.count += 1
+                        await responses.send(answer)
+            except (FrameError, _CloseConnection) as exc:
+                log.info("closing %s: %s", peer, exc)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+                pass
+            except Exception:
+                # Whatever happens on one connection must never reach the listener's nursery.
+                log.exception("connection %s failed", peer)
+        if timer.expired:
+            log.info("closing %s: %s", peer, "partial request timed out" if decoder.partial else "idle")
+        nursery.cancel_scope.cancel()
 
 
 async def _send_in_order(stream: trio.abc.Stream, to_send: trio.MemoryReceiveChannel,
