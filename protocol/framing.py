@@ -1,9 +1,10 @@
 """Kafka framing, sans-IO: an int32 big-endian size, then the payload.
 
-Bytes go in with `feed()`, whole frames come out of `next_frame()`. A size
-that is negative or above `max_frame_bytes` (Kafka's socket.request.max.bytes)
-is a protocol error; the decoder never buffers more than one frame's limit.
-Never touches a socket.
+Bytes go in with `feed()`, whole frames come out of `next_frame()`. The rest of a large frame
+may instead be received by the caller straight into the frame's own buffer (`whole_frame_buffer`,
+then `received`). A size that is negative or above `max_frame_bytes` (Kafka's
+socket.request.max.bytes) is a protocol error; the decoder never buffers more than one frame's
+limit. Never touches a socket.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import struct
 
 SIZE = struct.Struct(">i")
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes
+# A frame at least this large, not yet all here, gets a buffer of its own that the rest of it is
+# received into, and that buffer is the frame handed out: Python copies none of its bytes.
+WHOLE_FRAME_BYTES = 64 * 1024
 
 
 class FrameError(Exception):
@@ -20,16 +24,32 @@ class FrameError(Exception):
 
 class FrameDecoder:
     """Consumed bytes are skipped with a read position rather than deleted from the front of
-    the buffer, so a large frame is copied once (into the bytes handed out), not once per
-    read; the buffer is compacted only when it has been drained."""
+    the buffer; the buffer is compacted only when it has been drained. A small frame is handed
+    out as a copy (bytes). A large one (WHOLE_FRAME_BYTES) is collected in a bytearray of its
+    own size, fed or received into (`whole_frame_buffer`), and handed out as that bytearray,
+    which the decoder never touches again."""
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
         self._buf = bytearray()
         self._pos = 0  # start of unconsumed bytes in _buf
         self._need: int | None = None  # payload size of the frame being read
+        self._whole: bytearray | None = None  # a large frame's own buffer, while it fills
+        self._filled = 0  # bytes of _whole received
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
+        whole = self._whole
+        if whole is not None:
+            take = min(len(data), len(whole) - self._filled)
+            with memoryview(data) as view:
+                whole[self._filled:self._filled + take] = view[:take]
+                self._filled += take
+                if take < len(view):
+                    self._append(view[take:])
+            return
+        self._append(data)
+
+    def _append(self, data: bytes | bytearray | memoryview) -> None:
         if self._pos == len(self._buf):
             self._buf.clear()
             self._pos = 0
@@ -38,19 +58,36 @@ class FrameDecoder:
             self._pos = 0
         self._buf += data
 
+    def whole_frame_buffer(self) -> memoryview | None:
+        """Where the rest of a large frame may be received (then `received()` with the count), or
+        None: receive and `feed()`. Release the view (a `with` block) before the next call."""
+        whole = self._whole
+        return None if whole is None else memoryview(whole)[self._filled:]
+
+    def received(self, n: int) -> None:
+        """`n` bytes were written at the start of the last `whole_frame_buffer()`."""
+        self._filled += n
+
     @property
     def buffered(self) -> int:
-        return len(self._buf) - self._pos
+        return len(self._buf) - self._pos + (self._filled if self._whole is not None else 0)
 
     @property
     def partial(self) -> bool:
         """True while part of a frame has arrived but not all of it."""
         return self.buffered > 0
 
-    def next_frame(self) -> bytes | None:
+    def next_frame(self) -> bytes | bytearray | None:
         """The next complete frame payload, or None until more bytes arrive."""
+        whole = self._whole
+        if whole is not None:
+            if self._filled < len(whole):
+                return None
+            self._whole = None
+            self._need = None
+            return whole
         if self._need is None:
-            if self.buffered < 4:
+            if len(self._buf) - self._pos < 4:
                 return None
             (size,) = SIZE.unpack_from(self._buf, self._pos)
             if size < 0:
@@ -59,10 +96,16 @@ class FrameDecoder:
                 raise FrameError(
                     f"frame of {size} bytes exceeds socket.request.max.bytes {self.max_frame_bytes}")
             self._need = size
-        if self.buffered - 4 < self._need:
-            return None
         start = self._pos + 4
         end = start + self._need
+        if end > len(self._buf):
+            if self._need >= WHOLE_FRAME_BYTES:  # the rest goes straight into the frame's own buffer
+                whole = self._whole = bytearray(self._need)
+                with memoryview(self._buf) as view:
+                    self._filled = len(view) - start
+                    whole[:self._filled] = view[start:]
+                self._pos = len(self._buf)
+            return None
         with memoryview(self._buf) as view:
             frame = bytes(view[start:end])
         self._pos = end
@@ -71,6 +114,8 @@ class FrameDecoder:
 
     def bytes_wanted(self) -> int:
         """How many more bytes the current frame needs (a read-size hint)."""
+        if self._whole is not None:
+            return len(self._whole) - self._filled
         if self._need is None:
             return max(4 - self.buffered, 1)
         return 4 + self._need - self.buffered
