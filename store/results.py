@@ -14,6 +14,7 @@ class AppendResult(NamedTuple):  # a tuple: cheaper to build than a frozen datac
     log_append_time_ms: int
     end_position: int
     flush: FlushHandle | None
+    log_start_offset: int  # the partition's, as the batch was appended (Produce answers carry it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -601,7 +601,7 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
                 if unreplicated is not None:
                     unreplicated.add(end, part, base + count)
                 # tuple.__new__, a C call: the NamedTuple's own __new__ is a Python function
-                out.append(_new_tuple(AppendResult, (base, base + count - 1, now, end, handle)))
+                out.append(_new_tuple(AppendResult, (base, base + count - 1, now, end, handle, q.log_start)))
                 appended += 1
             if handle is not None and appended:
                 self._flusher.claim(appended)

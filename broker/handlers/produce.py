@@ -103,7 +103,7 @@ async def handle_produce(broker: Broker, request: Request):
                 results[(a.topic, a.partition)] = _appended(broker, a, result)
                 if result.__class__ is AppendResult:
                     handle = result.flush
-                    durable.append((a.topic, a.partition, a.log_start))
+                    durable.append((a.topic, a.partition, result.log_start_offset))
                     end_position = result.end_position
             if handle is not None:
                 handles.append(handle)
@@ -195,7 +195,6 @@ class _Accepted:
     batch: bytes | bytearray
     header: Any
     append_time: int
-    log_start: int
 
 
 @dataclass(slots=True)
@@ -230,7 +229,6 @@ def _check_one(broker: Broker, policy: _TopicPolicy | None, topic: str, partitio
         return _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if policy.view:
         return _error(ErrorCode.INVALID_REQUEST, message=f"topic {topic} is a read-only view")
-    log_start = broker.store.log_start_offset(topic, partition)
     compacted = policy.compacted
     max_bytes = policy.max_bytes
     try:
@@ -238,12 +236,12 @@ def _check_one(broker: Broker, policy: _TopicPolicy | None, topic: str, partitio
             records = to_record_batch(records, max_bytes, policy.meta.configs.get("compression.type", "producer"),
                                       policy.log_append_time, compacted)
             if records is None:  # no complete message: Kafka appends nothing and answers offset -1
-                return ErrorCode.NONE, -1, -1, log_start, None
+                return ErrorCode.NONE, -1, -1, _log_start(broker, topic, partition), None
         header = validate_produce_records(records, max_bytes)
     except InvalidBatch as exc:
         # Kafka answers a refused batch with no message and log_start_offset -1; the reason goes to the log.
         log.info("refused batch for %s-%d: %s", topic, partition, exc)
-        return _error(exc.error_code, log_start if exc.record_level else -1)
+        return _error(exc.error_code, _log_start(broker, topic, partition) if exc.record_level else -1)
     if header.compression == CODEC_ZSTD and MAGIC_2_PRODUCE_VERSION <= version < ZSTD_MIN_PRODUCE_VERSION:
         return _error(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)  # Kafka checks Produce v3-v6 only
     if compacted:  # per-record work only for compacted topics
@@ -251,29 +249,35 @@ def _check_one(broker: Broker, policy: _TopicPolicy | None, topic: str, partitio
         if keyless:  # every one listed, the message showing the first three (Kafka's LogValidator)
             why = f"Compacted topic cannot accept message without key in topic partition {topic}-{partition}"
             shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i in keyless[:3])
-            return _error(ErrorCode.INVALID_RECORD, log_start, RecordErrors.of(  # Kafka 3.9's wording
+            return _error(ErrorCode.INVALID_RECORD, _log_start(broker, topic, partition), RecordErrors.of(
                 f"One or more records have been rejected due to {len(keyless)} record errors in total, and only "
-                f"showing the first three errors at most: [{shown}]", [(i, why) for i in keyless]))
+                f"showing the first three errors at most: [{shown}]", [(i, why) for i in keyless]))  # Kafka 3.9's
     # KIP-890: the partition must be in the producer's transaction, when this node coordinates it
     # (a transaction of another broker group's coordinator is not verified, as before Kafka 3.6)
     if header.attributes & TRANSACTIONAL_BIT and (transactional_id is None
                                                   or broker.topology.coordinates(transactional_id)):
         error = broker.txn.state.verify(header.producer_id, header.producer_epoch, topic, partition)
         if error:
-            return _error(error, log_start)
+            return _error(error, _log_start(broker, topic, partition))
     check = broker.producers.check(topic, partition, header)
     if check.verdict is Verdict.REJECT:
-        return _error(check.error, log_start)
+        return _error(check.error, _log_start(broker, topic, partition))
     if check.verdict is Verdict.DUPLICATE:
         dup = check.duplicate_of
-        return ErrorCode.NONE, dup.base_offset, dup.max_timestamp, log_start, None
+        return ErrorCode.NONE, dup.base_offset, dup.max_timestamp, _log_start(broker, topic, partition), None
     append_time = -1
     batch = records
     if policy.log_append_time:
         append_time = int(time.time() * 1000)
         batch = bytearray(records)
         stamp_log_append_time(batch, append_time)
-    return _Accepted(topic, partition, batch, header, append_time, log_start)
+    return _Accepted(topic, partition, batch, header, append_time)
+
+
+def _log_start(broker: Broker, topic: str, partition: int) -> int:
+    """For an answer given before the append (a refusal, a duplicate); an appended batch's comes
+    with its AppendResult, read under the append lock."""
+    return broker.store.log_start_offset(topic, partition)
 
 
 def _keyless(records: bytes) -> list[int]:
@@ -287,9 +291,10 @@ def _appended(broker: Broker, a: _Accepted, result) -> tuple:
     if result.__class__ is not AppendResult:
         if isinstance(result, (UnknownTopic, UnknownPartition)):  # deleted by another client since the check
             return _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return _error(ErrorCode.KAFKA_STORAGE_ERROR, a.log_start, str(result))  # StorageFull included
+        return _error(ErrorCode.KAFKA_STORAGE_ERROR, broker.store.log_start_offset(a.topic, a.partition),
+                      str(result))  # StorageFull included
     broker.producers.record(a.topic, a.partition, a.header, result.base_offset)
-    return ErrorCode.NONE, result.base_offset, a.append_time, a.log_start, None
+    return ErrorCode.NONE, result.base_offset, a.append_time, result.log_start_offset, None
 
 
 async def wait_durable(handle, metrics: BrokerMetrics | None = None) -> None:
