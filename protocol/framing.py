@@ -16,6 +16,9 @@ DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes
 # A frame at least this large, not yet all here, gets a buffer of its own that the rest of it is
 # received into, and that buffer is the frame handed out: Python copies none of its bytes.
 WHOLE_FRAME_BYTES = 64 * 1024
+# That buffer grows with what arrives (doubling, from this), never to the announced size at once:
+# a peer that announces a large frame and sends little of it holds at most twice what it sent.
+WHOLE_FRAME_STEP = 1024 * 1024
 
 
 class FrameError(Exception):
@@ -26,8 +29,9 @@ class FrameDecoder:
     """Consumed bytes are skipped with a read position rather than deleted from the front of
     the buffer; the buffer is compacted only when it has been drained. A small frame is handed
     out as a copy (bytes). A large one (WHOLE_FRAME_BYTES) is collected in a bytearray of its
-    own size, fed or received into (`whole_frame_buffer`), and handed out as that bytearray,
-    which the decoder never touches again."""
+    own that grows to the frame's size as its bytes arrive, fed or received into
+    (`whole_frame_buffer`), and handed out as that bytearray, which the decoder never touches
+    again."""
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
@@ -35,12 +39,13 @@ class FrameDecoder:
         self._pos = 0  # start of unconsumed bytes in _buf
         self._need: int | None = None  # payload size of the frame being read
         self._whole: bytearray | None = None  # a large frame's own buffer, while it fills
-        self._filled = 0  # bytes of _whole received
+        self._filled = 0  # bytes of _whole received (its length may be more: room to receive into)
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         whole = self._whole
         if whole is not None:
-            take = min(len(data), len(whole) - self._filled)
+            take = min(len(data), self._need - self._filled)
+            self._grow(self._filled + take)
             with memoryview(data) as view:
                 whole[self._filled:self._filled + take] = view[:take]
                 self._filled += take
@@ -48,6 +53,13 @@ class FrameDecoder:
                     self._append(view[take:])
             return
         self._append(data)
+
+    def _grow(self, at_least: int) -> None:
+        """Make the large frame's buffer at least `at_least` long (at most the frame's size)."""
+        whole = self._whole
+        if len(whole) < at_least:
+            size = min(self._need, max(at_least, 2 * len(whole), WHOLE_FRAME_STEP))
+            whole += bytes(size - len(whole))
 
     def _append(self, data: bytes | bytearray | memoryview) -> None:
         if self._pos == len(self._buf):
@@ -62,7 +74,11 @@ class FrameDecoder:
         """Where the rest of a large frame may be received (then `received()` with the count), or
         None: receive and `feed()`. Release the view (a `with` block) before the next call."""
         whole = self._whole
-        return None if whole is None else memoryview(whole)[self._filled:]
+        if whole is None:
+            return None
+        if self._filled == len(whole):
+            self._grow(self._filled + 1)
+        return memoryview(whole)[self._filled:]
 
     def received(self, n: int) -> None:
         """`n` bytes were written at the start of the last `whole_frame_buffer()`."""
@@ -81,7 +97,7 @@ class FrameDecoder:
         """The next complete frame payload, or None until more bytes arrive."""
         whole = self._whole
         if whole is not None:
-            if self._filled < len(whole):
+            if self._filled < self._need:
                 return None
             self._whole = None
             self._need = None
@@ -100,10 +116,9 @@ class FrameDecoder:
         end = start + self._need
         if end > len(self._buf):
             if self._need >= WHOLE_FRAME_BYTES:  # the rest goes straight into the frame's own buffer
-                whole = self._whole = bytearray(self._need)
                 with memoryview(self._buf) as view:
-                    self._filled = len(view) - start
-                    whole[:self._filled] = view[start:]
+                    self._whole = bytearray(view[start:])
+                self._filled = len(self._whole)
                 self._pos = len(self._buf)
             return None
         with memoryview(self._buf) as view:
@@ -115,7 +130,7 @@ class FrameDecoder:
     def bytes_wanted(self) -> int:
         """How many more bytes the current frame needs (a read-size hint)."""
         if self._whole is not None:
-            return len(self._whole) - self._filled
+            return self._need - self._filled
         if self._need is None:
             return max(4 - self.buffered, 1)
         return 4 + self._need - self.buffered

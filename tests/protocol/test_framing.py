@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.framing import WHOLE_FRAME_BYTES, FrameDecoder, FrameError, frame
+from protocol.framing import WHOLE_FRAME_BYTES, WHOLE_FRAME_STEP, FrameDecoder, FrameError, frame
 
 
 def test_frames_split_across_reads_are_reassembled():
@@ -68,8 +68,17 @@ def test_a_large_frame_is_received_into_its_own_buffer_and_handed_out_whole():
     assert decoder.next_frame() == b"next"
 
 
+def test_a_large_frame_announced_but_not_sent_holds_only_about_what_arrived():
+    decoder = FrameDecoder()
+    decoder.feed(struct.pack(">i", 90 * 1024 * 1024) + b"x" * WHOLE_FRAME_BYTES)
+    assert decoder.next_frame() is None
+    with decoder.whole_frame_buffer() as room:
+        assert len(room) <= WHOLE_FRAME_STEP
+
+
 @settings(max_examples=60, deadline=None)
-@given(sizes=st.lists(st.sampled_from([0, 5, 1000, WHOLE_FRAME_BYTES - 4, WHOLE_FRAME_BYTES, WHOLE_FRAME_BYTES + 77]),
+@given(sizes=st.lists(st.sampled_from([0, 5, 1000, WHOLE_FRAME_BYTES - 4, WHOLE_FRAME_BYTES, WHOLE_FRAME_BYTES + 77,
+                                      2 * WHOLE_FRAME_STEP + 5]),
                       max_size=5),
        cuts=st.lists(st.integers(1, 3 * WHOLE_FRAME_BYTES), min_size=1, max_size=40), receive=st.booleans())
 def test_frames_come_out_in_order_however_the_bytes_arrive(sizes, cuts, receive):
