@@ -2,6 +2,8 @@
 
     .venv/bin/python -m compat_tests.matrix                      # fresh Gregor and Apache Kafka, rewrites the doc
     .venv/bin/python -m compat_tests.matrix --bootstrap H:P --out other-matrix.md
+    .venv/bin/python -m compat_tests.matrix --from-junit REPORTS/suite.xml   # from a run's JUnit report
+                                                                              # (bash bin/test --full's)
 
 A pytest plugin records every test's outcome by (scenario, client, broker); a skip is a cell of
 its own, with its reason as a footnote, never dropped, and so is a known difference (xfail). The
@@ -88,24 +90,67 @@ def render(cells: dict[tuple[str, str, str], tuple[str, str]], where: str) -> st
     return "\n".join([*summary, "", legend, "", *lines, "", "Skip reasons and known differences:", "", *notes])
 
 
+def cells_from_junit(path: Path) -> dict[tuple[str, str, str], tuple[str, str]]:
+    """The matrix's cells from a JUnit XML report of a run (GREGOR_TEST_REPORTS of `bash bin/test
+    --full`, whose Kafka cells all ran live): the test id's parameters begin with the broker, then
+    the client."""
+    import xml.etree.ElementTree as ET
+
+    brokers = sorted(BROKER_TITLES, key=len, reverse=True)
+    clients = sorted(CLIENT_NAMES, key=len, reverse=True)
+    cells: dict[tuple[str, str, str], tuple[str, str]] = {}
+    for case in ET.parse(path).iter("testcase"):
+        classname, name = case.get("classname", ""), case.get("name", "")
+        if not classname.startswith("compat_tests.") or "[" not in name:
+            continue
+        function, ident = name[:-1].split("[", 1)
+        broker = next((b for b in brokers if ident == b or ident.startswith(b + "-")), None)
+        if broker is None:
+            continue
+        rest = ident[len(broker) + 1:]
+        client = next((c for c in clients if rest == c or rest.startswith(c + "-")), "-")
+        extra = rest[len(client) + 1:] if client != "-" else rest
+        scenario = f"{classname.rsplit('.', 1)[1].removeprefix('test_')}: {function.removeprefix('test_')}" + (
+            f" [{extra}]" if extra else "")
+        skipped = case.find("skipped")
+        # compared with None: an Element without children is false
+        if case.find("failure") is not None or case.find("error") is not None:
+            cells[(scenario, client, broker)] = ("FAIL", "failed")
+        elif skipped is not None:
+            message = (skipped.get("message") or "").removeprefix("Skipped: ")
+            known = skipped.get("type") == "pytest.xfail"
+            cells[(scenario, client, broker)] = ("known" if known else "skip", message)
+        else:
+            cells[(scenario, client, broker)] = ("pass", "")
+    return cells
+
+
+def _write(out: Path, table: str) -> None:
+    text = out.read_text() if out.exists() else f"{START}\n{END}\n"
+    head, rest = text.split(START, 1)
+    tail = rest.split(END, 1)[1]
+    out.write_text(f"{head}{START}\n{table}\n{END}{tail}")
+    print(f"matrix written to {out}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap", help="broker under test (default: a fresh Gregor and a fresh Apache Kafka)")
     parser.add_argument("--out", type=Path, default=DOC, help="file whose matrix section is rewritten")
+    parser.add_argument("--from-junit", type=Path, metavar="XML",
+                        help="render the cells of a finished run's JUnit report instead of running")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments, after --")
     args = parser.parse_args(argv)
+    if args.from_junit:
+        _write(args.out, render(cells_from_junit(args.from_junit), f"from {args.from_junit.name} of a full run"))
+        return 0
     plugin = MatrixPlugin()
     pytest_args = ["-p", "no:cacheprovider", "-q", "-rs", str(ROOT / "compat_tests"), *args.pytest_args]
     if args.bootstrap:
         pytest_args += ["--bootstrap", args.bootstrap]
     rc = pytest.main(pytest_args, plugins=[plugin])
     where = args.bootstrap or "both started by the run on this machine"
-    table = render(plugin.cells, where)
-    text = args.out.read_text() if args.out.exists() else f"{START}\n{END}\n"
-    head, rest = text.split(START, 1)
-    tail = rest.split(END, 1)[1]
-    args.out.write_text(f"{head}{START}\n{table}\n{END}{tail}")
-    print(f"matrix written to {args.out}", file=sys.stderr)
+    _write(args.out, render(plugin.cells, where))
     return int(rc)
 
 
