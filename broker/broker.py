@@ -200,6 +200,7 @@ class Broker:
         share = ShareCoordinator(ShareSettings.from_config(self.config), groups=self.coordinator, state=self.store)
         self.coordinator.is_share_group = share.has_group
         self.coordinator.group_config = share.group_config
+        share.write_configs = lambda records: self.topology.write_security(records)  # in a cluster: every group
         share.offset_for_time = lambda topic, partition, ts: self.store.offset_for_timestamp(topic, partition, ts)[0]
         share.dead_letters = DeadLetters(self.store, lambda: self.topology,
                                          self.config["errors.deadletterqueue.auto.create.topics.enable"],

@@ -185,6 +185,7 @@ class StateView:
         # moves at every ACL record applied: a node whose ACLs arrive by replication (a follower)
         # puts them in force when it sees it move (Broker.allowed)
         self.acl_changes = 0
+        self.group_config_changes = 0  # the same for group configs (broker/groups/share_coordinator.py)
 
     def value(self, key: bytes) -> bytes | None:
         found = self.live.get(key)
@@ -204,6 +205,7 @@ class StateView:
         self.registry.topics.clear()
         self.offsets.clear()
         self.acl_changes += 1
+        self.group_config_changes += 1
 
     def apply(self, offset: int, key: bytes, value: bytes | None) -> None:
         if value is None:
@@ -219,6 +221,8 @@ class StateView:
             self.offsets.apply(group, topic, partition, None if value is None else decode_offset(value))
         elif kind == ACL:
             self.acl_changes += 1
+        elif kind == GROUP_CONFIG:
+            self.group_config_changes += 1
 
     def live_below(self, offset: int) -> list[Record]:
         """The live records stored below `offset`, oldest first: what must be written again

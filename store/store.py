@@ -291,6 +291,11 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
         """Moves whenever an ACL record is applied (written here, or replicated from a master)."""
         return self._view.acl_changes
 
+    @property
+    def group_config_changes(self) -> int:
+        """Moves whenever a group config record is applied (written here, or replicated)."""
+        return self._view.group_config_changes
+
     def state_items(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
         """The live state records whose key starts with `prefix` (SCRAM credentials, say)."""
         return [(key, value) for key, (_, value) in list(self._view.live.items()) if key.startswith(prefix)]

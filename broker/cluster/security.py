@@ -24,7 +24,7 @@ from kazoo.exceptions import KazooException
 
 from broker.cluster.zk import ZooKeeper
 from store import Store, StoreError
-from store.state import ACL, BROKER_CONFIG, CREDENTIAL
+from store.state import ACL, BROKER_CONFIG, CREDENTIAL, GROUP_CONFIG
 
 
 class Node(Protocol):
@@ -38,7 +38,7 @@ class Node(Protocol):
     def leading(self) -> bool: ...
 
 log = logging.getLogger("gregor.cluster")
-SHARED = (ACL, CREDENTIAL, BROKER_CONFIG)  # state key prefixes every group holds alike
+SHARED = (ACL, CREDENTIAL, BROKER_CONFIG, GROUP_CONFIG)  # state key prefixes every group holds alike
 
 
 class NotPublished(StoreError):

@@ -164,6 +164,7 @@ class ShareCoordinator:
         self.partitions: dict[Key, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self.configs: dict[str, dict[str, str]] = {}  # group -> its configs set by IncrementalAlterConfigs
+        self._configs_seen = -1  # the store's group_config_changes when `configs` was last read from it
         self._saved: dict[Key, bytes] = {}
         self._loaded = state is None
         self._wakeup = trio.Event()
@@ -189,11 +190,7 @@ class ShareCoordinator:
         if self._loaded:
             return
         self._loaded = True
-        for key, value in self.state.state_items(GROUP_CONFIG):
-            at = len(GROUP_CONFIG)
-            (glen,) = _U16.unpack_from(key, at)
-            group = key[at + 2:at + 2 + glen].decode()
-            self.configs.setdefault(group, {})[key[at + 2 + glen:].decode()] = value.decode()
+        self._refresh_configs()
         for key, value in self.state.state_items(SHARE_PARTITION):
             group, topic, partition = _parse_partition_key(key)
             self.partitions[(group, topic, partition)] = decode(value, **self._partition_settings(group))
@@ -234,6 +231,7 @@ class ShareCoordinator:
 
     # ---- group configs ----------------------------------------------------------------------------------
     def config(self, group: str, name: str) -> str:
+        self._refresh_configs()
         value = self.configs.get(group, {}).get(name)
         if value is not None:
             return value
@@ -249,20 +247,54 @@ class ShareCoordinator:
 
     def group_config(self, group: str, name: str) -> str | None:
         """A config set for `group` (None: not set; the broker's setting applies)."""
+        self._refresh_configs()
         return self.configs.get(group, {}).get(name)
 
     async def set_configs(self, group: str, changes: Mapping[str, str | None]) -> None:
-        """Set (or with None, delete) group configs, durably; raises StoreError when refused."""
+        """Set (or with None, delete) group configs, durably, through `write_configs` (in a cluster:
+        for every broker group, as ACLs); raises StoreError when refused."""
         if self.state is not None:
-            await trio.to_thread.run_sync(self.state.write_state,
-                                          [(config_key(group, n), None if v is None else v.encode())
-                                           for n, v in changes.items()])
+            await self.write_configs([(config_key(group, n), None if v is None else v.encode())
+                                      for n, v in changes.items()])
+            self._refresh_configs()
+            return
         current = self.configs.setdefault(group, {})
         for name, value in changes.items():
             if value is None:
                 current.pop(name, None)
             else:
                 current[name] = value
+        self._apply_settings(group)
+
+    async def write_configs(self, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Where group config records go (the broker sets the topology's: in a cluster, every broker
+        group's commitlog through ZooKeeper, as ACLs)."""
+        await trio.to_thread.run_sync(self.state.write_state, records)
+
+    def _refresh_configs(self) -> None:
+        """The group configs as the state topic holds them, when its group config records moved (written
+        here, or at another node of the cluster and replicated or taken from ZooKeeper); the
+        share-partitions of a changed group take its new settings."""
+        if self.state is None or self._configs_seen == self.state.group_config_changes:
+            return
+        self._configs_seen = self.state.group_config_changes
+        configs: dict[str, dict[str, str]] = {}
+        for key, value in self.state.state_items(GROUP_CONFIG):
+            at = len(GROUP_CONFIG)
+            (glen,) = _U16.unpack_from(key, at)
+            group = key[at + 2:at + 2 + glen].decode()
+            configs.setdefault(group, {})[key[at + 2 + glen:].decode()] = value.decode()
+        changed = {g for g in set(configs) | set(self.configs) if configs.get(g) != self.configs.get(g)}
+        self.configs = configs
+        for group in changed:
+            self._apply_settings(group)
+
+    def configs_of(self, group: str) -> dict[str, str]:
+        """The configs set for `group` (a copy)."""
+        self._refresh_configs()
+        return dict(self.configs.get(group, {}))
+
+    def _apply_settings(self, group: str) -> None:
         settings = self._partition_settings(group)
         for (g, _, _), part in self.partitions.items():
             if g == group:

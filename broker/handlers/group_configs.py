@@ -91,9 +91,6 @@ async def alter_group(broker: Broker, group: str, configs, validate_only: bool) 
         changes[c.name] = value
     if validate_only or not changes:
         return ErrorCode.NONE, None
-    if not broker.topology.leading:  # kept in the state topic, which only a broker group's master writes
-        return ErrorCode.INVALID_REQUEST, ("gregor: group configs are set at the master of a broker group "
-                                           "(this node follows); send the request to the master")
     try:
         await broker.share.set_configs(group, changes)
     except StoreError as exc:
@@ -103,6 +100,6 @@ async def alter_group(broker: Broker, group: str, configs, validate_only: bool) 
 
 def describe_group(broker: Broker, group: str, keys: set[str] | None) -> list[tuple[str, str, bool]]:
     """(name, value, set for this group) of every group config Gregor applies."""
-    set_here = broker.share.configs.get(group, {})
+    set_here = broker.share.configs_of(group)
     return [(name, broker.share.config(group, name), name in set_here)
             for name in sorted(GROUP_CONFIGS) if keys is None or name in keys]

@@ -1,4 +1,4 @@
-"""ACL, topic-config and SCRAM credential changes sent to a follower are taken there, as Kafka
+"""ACL, topic-config, group-config and SCRAM credential changes sent to a follower are taken there, as Kafka
 takes them at any broker (in ZooKeeper mode each broker writes them to ZooKeeper; in KRaft mode
 it forwards them to the controller). The follower puts the change in ZooKeeper, its master
 writes it into the group's commitlog, and the follower answers once it holds it by replication,
@@ -25,7 +25,10 @@ from confluent_kafka.admin import NewTopic as ConfluentTopic
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.admin._users import UserScramCredentialDeletion, UserScramCredentialUpsertion
+from kafka.protocol.admin import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from kafka.protocol.metadata import MetadataRequest
+
+from broker.handlers.group_configs import GROUP_RESOURCE
 
 from tests.kit.wire import DELETE, INVALID_CONFIG, SET, WireClient, incremental, legacy
 from tests.kit.wire import describe_configs as describe
@@ -191,3 +194,39 @@ def test_a_metadata_request_at_a_follower_auto_creates_the_topic(calm_group):
 
     for node in group.nodes:
         _until(lambda node=node: leaders(group.address(node)), [master])
+
+
+def _group_config(address: str, group: str, name: str) -> str | None:
+    """A group config as DescribeConfigs on the GROUP resource answers it at one node."""
+    client = WireClient(address)
+    try:
+        r = client.request(DescribeConfigsRequest[4](resources=[DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=GROUP_RESOURCE, resource_name=group, configuration_keys=[name])],
+            include_synonyms=False, include_documentation=False))
+        return next((c.value for c in r.results[0].configs if c.name == name), None)
+    finally:
+        client.close()
+
+
+def test_a_group_config_set_at_a_follower_is_in_force_at_every_broker_group(broker_group):
+    """Group configs are cluster-wide, as Kafka keeps them: set at a follower of one broker group,
+    the change goes to ZooKeeper as ACLs do, and every group's master writes it; the follower
+    answers once it holds it."""
+    a = broker_group(2, name="a")
+    b = broker_group(2, name="b", first_id=3)
+    follower = next(n for n in a.nodes if n != a.master())
+    R = IncrementalAlterConfigsRequest.AlterConfigsResource
+    client = WireClient(a.address(follower))
+    try:
+        answer = client.request(IncrementalAlterConfigsRequest[1](resources=[R(
+            resource_type=GROUP_RESOURCE, resource_name="queue-workers",
+            configs=[R.AlterableConfig(name="share.auto.offset.reset", config_operation=SET, value="earliest")])],
+            validate_only=False)).responses[0]
+    finally:
+        client.close()
+    assert (answer.error_code, answer.error_message) == (0, None)
+    assert _group_config(a.address(follower), "queue-workers", "share.auto.offset.reset") == "earliest"
+    for group in (a, b):
+        for node in group.nodes:
+            _until(lambda: _group_config(group.address(node), "queue-workers", "share.auto.offset.reset"),
+                   "earliest", seconds=30)
