@@ -15,9 +15,7 @@ from kafka.protocol.metadata import MetadataRequest
 
 from protocol.errors import ErrorCode
 from protocol.kip848 import ConsumerGroupHeartbeatRequest
-from tests.kit.both import GREGOR, KAFKA
-from tests.kit.inprocess import InProcessBroker
-from tests.kit.kafka import KafkaBroker, KafkaUnavailable
+from tests.kit.both import GREGOR, KAFKA, started
 from tests.kit.wire import WireClient
 
 KAFKA_4 = "4.4.0"
@@ -28,19 +26,8 @@ Commit = OffsetCommitRequest[9]
 
 @pytest.fixture(params=[GREGOR, KAFKA])
 def broker(request, tmp_path):
-    if request.param == GREGOR:
-        with InProcessBroker(tmp_path / "data") as b:
-            yield b
-        return
-    try:
-        kafka = KafkaBroker(tmp_path / "kafka", {}, version=KAFKA_4)
-    except KafkaUnavailable as e:
-        pytest.skip(f"NOT RUN against Apache Kafka: {e}")
-    kafka.start()
-    try:
-        yield kafka
-    finally:
-        kafka.stop()
+    with started(request.param, tmp_path, {}, in_process=True, kafka_version=KAFKA_4) as b:
+        yield b
 
 
 def _beat(client: WireClient, member: str, epoch: int, owned: list[tuple[object, list[int]]] | None):

@@ -13,9 +13,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from protocol.errors import ErrorCode
 from protocol.kip848 import ConsumerGroupHeartbeatRequest
-from tests.kit.both import GREGOR, KAFKA
-from tests.kit.inprocess import InProcessBroker
-from tests.kit.kafka import KafkaBroker, KafkaUnavailable
+from tests.kit.both import GREGOR, KAFKA, started
 from tests.kit.wire import WireClient
 
 KAFKA_4 = "4.4.0"
@@ -24,19 +22,8 @@ pytestmark = [pytest.mark.kafka_version(KAFKA_4)]
 
 @pytest.fixture(params=[GREGOR, KAFKA])
 def broker(request, tmp_path):
-    if request.param == GREGOR:
-        with InProcessBroker(tmp_path / "data") as b:
-            yield b
-        return
-    try:
-        kafka = KafkaBroker(tmp_path / "kafka", {}, version=KAFKA_4)
-    except KafkaUnavailable as e:
-        pytest.skip(f"NOT RUN against Apache Kafka: {e}")
-    kafka.start()
-    try:
-        yield kafka
-    finally:
-        kafka.stop()
+    with started(request.param, tmp_path, {}, in_process=True, kafka_version=KAFKA_4) as b:
+        yield b
 
 
 def _alter(admin: AdminClient, group: str, configs: dict[str, str]) -> tuple[int, str]:

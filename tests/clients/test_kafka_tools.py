@@ -13,9 +13,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, ShareConsumer
 
-from tests.kit.both import GREGOR, KAFKA
-from tests.kit.inprocess import InProcessBroker
-from tests.kit.kafka import KafkaBroker, KafkaUnavailable, kafka_libs
+from tests.kit.both import GREGOR, KAFKA, started
+from tests.kit.kafka import kafka_libs
 
 KAFKA_4 = "4.4.0"
 pytestmark = [pytest.mark.kafka_version(KAFKA_4)]
@@ -26,19 +25,8 @@ SHARE_GROUPS = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
 
 @pytest.fixture(params=[GREGOR, KAFKA])
 def broker(request, tmp_path):
-    if request.param == GREGOR:
-        with InProcessBroker(tmp_path / "data") as b:
-            yield b
-        return
-    try:
-        kafka = KafkaBroker(tmp_path / "kafka", {}, version=KAFKA_4)
-    except KafkaUnavailable as e:
-        pytest.skip(f"NOT RUN against Apache Kafka: {e}")
-    kafka.start()
-    try:
-        yield kafka
-    finally:
-        kafka.stop()
+    with started(request.param, tmp_path, {}, in_process=True, kafka_version=KAFKA_4) as b:
+        yield b
 
 
 def _tool(main: str, bootstrap: str, *args: str) -> list[str]:

@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import AcknowledgeType, Consumer, KafkaException, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
-from tests.kit.both import GREGOR, KAFKA
+from tests.kit.both import GREGOR, KAFKA, started
 from tests.kit.gregor import ROOT, start_broker
 from kafka.protocol.admin import ListGroupsRequest
 from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest
@@ -52,19 +52,8 @@ pytestmark = [pytest.mark.kafka_version(KAFKA_4)]
 
 @pytest.fixture(params=[GREGOR, KAFKA])
 def broker(request, tmp_path):
-    if request.param == GREGOR:
-        with InProcessBroker(tmp_path / "data", **SETTINGS) as b:
-            yield b
-        return
-    try:
-        kafka = KafkaBroker(tmp_path / "kafka", dict(SETTINGS), version=KAFKA_4)
-    except KafkaUnavailable as e:
-        pytest.skip(f"NOT RUN against Apache Kafka: {e}")
-    kafka.start()
-    try:
-        yield kafka
-    finally:
-        kafka.stop()
+    with started(request.param, tmp_path, SETTINGS, in_process=True, kafka_version=KAFKA_4) as b:
+        yield b
 
 
 def _setup(bootstrap: str, topic: str, group: str, records: int, **group_configs: str) -> None:
