@@ -50,3 +50,21 @@ def ratio(results: dict, workload: str, metric: str) -> Spread | None:
 def resources(results: dict, config: str, metric: str, broker: str) -> Spread | None:
     return spread(b[metric] for b in results.get("brokers", [])
                   if b["config"] == config and b["broker"] == broker and b.get(metric) is not None)
+
+
+def side_by_side(results: dict[str, dict[str, list[float]]], heading: str, kafka: str) -> list[str]:
+    """The issue benchmarks' table (share_bench.py, group_bench.py): per figure, each broker's
+    median [range] over the rounds and the per-round Gregor / Kafka ratios' median [range].
+    `results` is {"gregor"|"kafka": {figure: [one value per round]}}."""
+    def shown(values: list[float]) -> str:
+        s = spread(values)
+        return f"{s.median:,.0f} [{s.low:,.0f}–{s.high:,.0f}]"
+
+    lines = [f"| {heading} | Gregor median [range] | {kafka} median [range] | Gregor / Kafka per round |",
+             "|---|---|---|---|"]
+    for figure, values in results["gregor"].items():
+        theirs = results.get("kafka", {}).get(figure)
+        ratios = spread(g / k for g, k in zip(values, theirs) if k) if theirs else None
+        ratio = f"{ratios.median:.2f} [{ratios.low:.2f}–{ratios.high:.2f}]" if ratios else "–"
+        lines.append(f"| {figure} | {shown(values)} | {shown(theirs) if theirs else '–'} | {ratio} |")
+    return lines

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import sys
 import tempfile
 import threading
@@ -33,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 from confluent_kafka import Consumer, Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from bench.figures import side_by_side  # noqa: E402
 from tests.kit.gregor import start_broker  # noqa: E402
 from tests.kit.kafka import KafkaBroker, KafkaUnavailable  # noqa: E402
 
@@ -147,10 +147,6 @@ def handover_ms(bootstrap: str, topic: str, partitions: int, protocol: str, run:
         writer.join(60)
 
 
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):,.0f} [{min(values):,.0f}–{max(values):,.0f}]"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
@@ -182,14 +178,7 @@ def main() -> int:
                 broker.stop()
                 shutil.rmtree(tmp, ignore_errors=True)
     print()
-    print(f"| figure ({args.partitions} partitions) | Gregor median [range] | Kafka 4.4 median [range] "
-          "| Gregor / Kafka per round |")
-    print("|---|---|---|---|")
-    for figure, values in results["gregor"].items():
-        kafka = results.get("kafka", {}).get(figure)
-        ratios = [g / k for g, k in zip(values, kafka)] if kafka else []
-        ratio = f"{statistics.median(ratios):.2f} [{min(ratios):.2f}–{max(ratios):.2f}]" if ratios else "–"
-        print(f"| {figure} | {spread(values)} | {spread(kafka) if kafka else '–'} | {ratio} |")
+    print("\n".join(side_by_side(results, f"figure ({args.partitions} partitions)", "Kafka 4.4")))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0

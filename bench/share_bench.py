@@ -21,7 +21,6 @@ import argparse
 import json
 import multiprocessing as mp
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -42,6 +41,7 @@ from confluent_kafka.admin import (  # noqa: E402
 )
 
 from broker.groups.share_partition import SharePartition  # noqa: E402
+from bench.figures import side_by_side  # noqa: E402
 from tests.kit.gregor import start_broker  # noqa: E402
 from tests.kit.kafka import KafkaBroker, KafkaUnavailable  # noqa: E402
 
@@ -166,10 +166,6 @@ def in_flight_bytes(records: int = 1_000_000, per_fetch: int = 500) -> tuple[int
     return held, peak
 
 
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):,.0f} [{min(values):,.0f}–{max(values):,.0f}]"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
@@ -199,13 +195,7 @@ def main() -> int:
                 broker.stop()
                 shutil.rmtree(tmp, ignore_errors=True)
     print()
-    print("| figure | Gregor median [range] | Kafka 4.4 median [range] | Gregor / Kafka per round |")
-    print("|---|---|---|---|")
-    for figure, values in results["gregor"].items():
-        kafka = results.get("kafka", {}).get(figure)
-        ratios = [g / k for g, k in zip(values, kafka)] if kafka else []
-        ratio = f"{statistics.median(ratios):.2f} [{min(ratios):.2f}–{max(ratios):.2f}]" if ratios else "–"
-        print(f"| {figure} | {spread(values)} | {spread(kafka) if kafka else '–'} | {ratio} |")
+    print("\n".join(side_by_side(results, "figure", "Kafka 4.4")))
     held, peak = in_flight_bytes()
     print(f"\nGregor: 1,000,000 in-flight records of one share-partition hold {held / 1e6:.1f} MB "
           f"(peak while acquiring {peak / 1e6:.1f} MB; state and delivery count: 1 byte per record, "
