@@ -2,8 +2,8 @@
 
     .venv/bin/python -m compat_tests.matrix                      # fresh Gregor and Apache Kafka, rewrites the doc
     .venv/bin/python -m compat_tests.matrix --bootstrap H:P --out other-matrix.md
-    .venv/bin/python -m compat_tests.matrix --from-junit REPORTS/suite.xml   # from a run's JUnit report
-                                                                              # (bash bin/test --full's)
+    .venv/bin/python -m compat_tests.matrix --from-junit REPORTS/suite.xml [RERUN.xml]   # from a run's
+                                  # JUnit report (bash bin/test --full's); a later report's cells replace
 
 A pytest plugin records every test's outcome by (scenario, client, broker); a skip is a cell of
 its own, with its reason as a footnote, never dropped, and so is a known difference (xfail). The
@@ -137,12 +137,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap", help="broker under test (default: a fresh Gregor and a fresh Apache Kafka)")
     parser.add_argument("--out", type=Path, default=DOC, help="file whose matrix section is rewritten")
-    parser.add_argument("--from-junit", type=Path, metavar="XML",
-                        help="render the cells of a finished run's JUnit report instead of running")
+    parser.add_argument("--from-junit", type=Path, metavar="XML", nargs="+",
+                        help="render the cells of finished runs' JUnit reports instead of running (a later "
+                             "report's cell replaces an earlier one's: a cell run again)")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments, after --")
     args = parser.parse_args(argv)
     if args.from_junit:
-        _write(args.out, render(cells_from_junit(args.from_junit), f"from {args.from_junit.name} of a full run"))
+        cells: dict[tuple[str, str, str], tuple[str, str]] = {}
+        for report in args.from_junit:
+            cells.update(cells_from_junit(report))
+        names = ", ".join(r.name for r in args.from_junit)
+        _write(args.out, render(cells, f"from the JUnit report(s) {names} of a full run"))
         return 0
     plugin = MatrixPlugin()
     pytest_args = ["-p", "no:cacheprovider", "-q", "-rs", str(ROOT / "compat_tests"), *args.pytest_args]
