@@ -79,15 +79,24 @@ def join_ms(bootstrap: str, topic: str, protocol: str, run: int) -> float:
 
 
 class _Reader(threading.Thread):
-    """A member polling on its own thread; notes its assignment and when it first got each partition."""
+    """A member polling on its own thread; notes its assignment (from the rebalance callbacks, run
+    by its poll: asking the consumer from another thread while it polls can block) and when it
+    first got each partition."""
 
     def __init__(self, bootstrap: str, group: str, protocol: str, topic: str) -> None:
         super().__init__(daemon=True)
+        self.held: set[int] = set()
         self.member = consumer(bootstrap, group, protocol)
-        self.member.subscribe([topic])
+        self.member.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked)
         self.first: dict[int, float] = {}  # partition -> when its first record came
         self.halt = threading.Event()
         self.start()
+
+    def _assigned(self, _consumer, partitions) -> None:
+        self.held = self.held | {tp.partition for tp in partitions}
+
+    def _revoked(self, _consumer, partitions) -> None:
+        self.held = self.held - {tp.partition for tp in partitions}
 
     def run(self) -> None:
         while not self.halt.is_set():
@@ -97,7 +106,7 @@ class _Reader(threading.Thread):
         self.member.close()
 
     def assignment(self) -> set[int]:
-        return {tp.partition for tp in self.member.assignment()}
+        return set(self.held)
 
 
 def handover_ms(bootstrap: str, topic: str, partitions: int, protocol: str, run: int) -> float:
