@@ -89,6 +89,8 @@ class _Reader(threading.Thread):
         self.member = consumer(bootstrap, group, protocol)
         self.member.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked)
         self.first: dict[int, float] = {}  # partition -> when its first record came
+        self.watching = False  # from when on `after` notes the first record of each partition
+        self.after: dict[int, float] = {}
         self.halt = threading.Event()
         self.start()
 
@@ -103,6 +105,8 @@ class _Reader(threading.Thread):
             message = self.member.poll(0.01)
             if message is not None and message.error() is None:
                 self.first.setdefault(message.partition(), time.monotonic())
+                if self.watching:
+                    self.after.setdefault(message.partition(), time.monotonic())
         self.member.close()
 
     def assignment(self) -> set[int]:
@@ -137,13 +141,13 @@ def handover_ms(bootstrap: str, topic: str, partitions: int, protocol: str, run:
         else:
             raise RuntimeError(f"no balanced group within 90 s ({protocol})")
         theirs = leaver.assignment()
-        seen_before = set(stayer.first)
+        stayer.watching = True
         left_at = time.monotonic()
         leaver.halt.set()
         leaver.join(60)
         deadline = left_at + 60
         while time.monotonic() < deadline:
-            taken = [t for p, t in stayer.first.items() if p in theirs and p not in seen_before]
+            taken = [t for p, t in stayer.after.items() if p in theirs]
             if taken:
                 return (min(taken) - left_at) * 1000
             time.sleep(0.005)
