@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 import trio

@@ -231,8 +231,8 @@ class ShareCoordinator:
 
     # ---- group configs ----------------------------------------------------------------------------------
     def config(self, group: str, name: str) -> str:
-        self._refresh_configs()
-        value = self.configs.get(group, {}).get(name)
+        """A group config in force: the group's own, else its default (the broker's setting)."""
+        value = self.group_config(group, name)
         if value is not None:
             return value
         default = GROUP_CONFIGS[name]
