@@ -80,11 +80,12 @@ def test_a_renewed_lock_outlasts_its_duration(client, new_topic, reference, name
     topic = new_topic(1)
     _from_earliest(bootstrap, name)
     reference.produce(topic, _values(3))
-    # record 1 is renewed twice, 1.4 s apart, then accepted: held 2.8 s under a 2 s lock
-    holder = client.share_member(name, topic, explicit=True, renew=(b"1",), count=3, linger=2, timeout=40)
+    # record 2, the last one polled, is renewed twice, 1.4 s apart, then accepted: held 2.8 s under a
+    # 2 s lock (the last: the others are acknowledged before the waits, not held through them)
+    holder = client.share_member(name, topic, explicit=True, renew=(b"2",), count=3, linger=2, timeout=40)
     try:
         _until(lambda: len(holder.deliveries()) >= 1, 30)
-        other = client.share_member(name, topic, explicit=True, timeout=40)  # would get 1 if its lock ran out
+        other = client.share_member(name, topic, explicit=True, timeout=40)  # would get 2 if its lock ran out
         holder.wait(40)
         other.stop()
     finally:
