@@ -93,6 +93,10 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "group.consumer.assignors": (str, "uniform,range", ("consumer-protocol groups: the server-side assignors members "
                                                         "may choose; the first is the default")),
     "group.consumer.max.size": (int, 2147483647, "consumer-protocol groups: most members in one group"),
+    "group.consumer.migration.policy": (str, "bidirectional", (
+        "whether a classic group with members becomes a consumer-protocol group when a member joins it with "
+        "the consumer protocol (upgrade), and back when its last such member leaves (downgrade): disabled, "
+        "upgrade, downgrade or bidirectional")),
     "group.consumer.min.session.timeout.ms": (int, 45000, "lowest group.consumer.session.timeout.ms allowed"),
     "group.consumer.max.session.timeout.ms": (int, 60000, "highest group.consumer.session.timeout.ms allowed"),
     "group.consumer.min.heartbeat.interval.ms": (int, 5000, "lowest group.consumer.heartbeat.interval.ms allowed"),
@@ -273,6 +277,9 @@ class BrokerConfig:
         for name in ("group.share.max.size", "group.share.partition.max.record.locks", "group.share.max.share.sessions"):
             if v[name] <= 0:
                 raise ConfigError(f"{name} must be positive, got {v[name]}")
+        if v["group.consumer.migration.policy"].lower() not in ("disabled", "upgrade", "downgrade", "bidirectional"):
+            raise ConfigError("group.consumer.migration.policy is disabled, upgrade, downgrade or bidirectional, "
+                              f"got {v['group.consumer.migration.policy']!r}")
         unknown = [a for a in (x.strip() for x in v["group.consumer.assignors"].split(",")) if a
                    and a not in ("uniform", "range")]
         if unknown or not v["group.consumer.assignors"].strip():

@@ -11,6 +11,7 @@ coordinator does when it loads its partition of __consumer_offsets)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Mapping
@@ -61,6 +62,15 @@ class Answer:
     assignment: dict[str, frozenset[int]] | None = None  # None: unchanged since the last answer
 
 
+@dataclass(frozen=True, slots=True)
+class ClassicProtocol:
+    """What the JoinGroup of a member speaking the classic protocol said (a classic group's member
+    taken over by an online upgrade, or one joining a consumer-protocol group: broker/groups/classic_members.py)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, ConsumerProtocolSubscription), its order of preference
+
+
 @dataclass(slots=True)
 class Member:
     member_id: str
@@ -77,6 +87,9 @@ class Member:
     session_deadline_ms: int = 0
     revoke_deadline_ms: int | None = None  # while it has partitions to give up
     sent: dict[str, frozenset[int]] | None = None  # the assignment last answered
+    classic: ClassicProtocol | None = None  # a member speaking the classic protocol
+    join_deadline_ms: int | None = None  # classic: told to rejoin, it must within its rebalance timeout
+    sync_deadline_ms: int | None = None  # classic: joined, it must send SyncGroup within its rebalance timeout
 
 
 class ConsumerGroup:
@@ -132,12 +145,9 @@ class ConsumerGroup:
                           f"The consumer group member has a greater member epoch ({member.assignment.epoch}) than "
                           f"the one known ({beat.member_epoch})" if beat.member_epoch < member.assignment.epoch else
                           "The consumer group member has a smaller member epoch than the one received.")
-        if self._update(member, beat) or new or self._partitions_changed(topics):
-            self.group_epoch += 1  # once, whatever changed
-        if self.group_epoch != self.assignment_epoch:
-            self._assign(topics)
+        member.classic = member.join_deadline_ms = member.sync_deadline_ms = None  # it speaks this protocol now
         try:
-            self._reconcile(now_ms, member, beat.owned)
+            self.advance(now_ms, member, self._update(member, beat) or new, topics, beat.owned)
         except FencedMember as exc:
             self._remove(member.member_id)
             return Answer(ErrorCode.FENCED_MEMBER_EPOCH, str(exc))
@@ -147,6 +157,25 @@ class ConsumerGroup:
             shown = member.sent = dict(member.assignment.assigned)
         return Answer(member_id=member.member_id, member_epoch=member.assignment.epoch,
                       heartbeat_interval_ms=self.settings.heartbeat_interval_ms, assignment=shown)
+
+    def advance(self, now_ms: int, member: Member, changed: bool, topics: Mapping[str, int],
+                owned: Mapping[str, frozenset[int]] | None) -> None:
+        """After a member's heartbeat or JoinGroup: a new group epoch when its subscription `changed`
+        (or it is new) or the subscribed topics' partitions did, a new target for it, and the member
+        reconciled towards its share. Raises FencedMember (reconcile.py)."""
+        if changed or self._partitions_changed(topics):
+            self.group_epoch += 1  # once, whatever changed
+        if self.group_epoch != self.assignment_epoch:
+            self._assign(topics)
+        self._reconcile(now_ms, member, owned)
+
+    def waiting_on_unreleased(self, member: Member) -> bool:
+        """Is a partition of the member's target still held by another member (Kafka's
+        waitingOnUnreleasedPartition)?"""
+        missing = [(t, p) for t, ps in self.target.get(member.member_id, {}).items() for p in ps
+                   if p not in member.assignment.assigned.get(t, ())]
+        return any(other.assignment.holds(t, p) for t, p in missing
+                   for other in self.members.values() if other is not member)
 
     def _join(self, now_ms: int, beat: Heartbeat, member: Member | None) -> tuple[Member, bool] | Answer:
         """The member joining (epoch 0), and whether it is new to the group."""
@@ -243,7 +272,7 @@ class ConsumerGroup:
         if after.epoch != before.epoch:
             member.previous_epoch = before.epoch
         member.assignment = after
-        if after.state is MemberState.UNREVOKED_PARTITIONS:
+        if after.state is MemberState.UNREVOKED_PARTITIONS and member.classic is None:  # classic: its join timer
             if member.revoke_deadline_ms is None:
                 member.revoke_deadline_ms = now_ms + member.rebalance_timeout_ms
         else:
@@ -263,6 +292,26 @@ class ConsumerGroup:
         return Answer(member_id=beat.member_id, member_epoch=beat.member_epoch,
                       heartbeat_interval_ms=self.settings.heartbeat_interval_ms)
 
+    def add_member(self, member: Member) -> Member:
+        self.members[member.member_id] = member
+        if member.instance_id is not None:
+            self.static[member.instance_id] = member.member_id
+        return member
+
+    def replace_static(self, old_id: str, new_id: str) -> None:
+        """A static member back under a new member id: it keeps its predecessor's partitions and epoch."""
+        member = self.members.pop(old_id)
+        member.member_id, member.sent = new_id, None
+        self.members[new_id] = member
+        if old_id in self.target:
+            self.target[new_id] = self.target.pop(old_id)
+        if member.instance_id is not None:
+            self.static[member.instance_id] = new_id
+
+    def remove(self, member_id: str) -> None:
+        """A member gone (it left, or was fenced): a new group epoch."""
+        self._remove(member_id)
+
     def _remove(self, member_id: str, bump: bool = True) -> None:
         member = self.members.pop(member_id, None)
         if member is None:
@@ -273,17 +322,19 @@ class ConsumerGroup:
         if bump:
             self.group_epoch += 1
 
+    @staticmethod
+    def _deadlines(member: Member) -> list[int]:
+        return [d for d in (member.session_deadline_ms, member.revoke_deadline_ms, member.join_deadline_ms,
+                            member.sync_deadline_ms) if d is not None]
+
     def next_deadline(self) -> int | None:
-        times = [m.session_deadline_ms for m in self.members.values()]
-        times += [m.revoke_deadline_ms for m in self.members.values() if m.revoke_deadline_ms is not None]
-        return min(times) if times else None
+        return min((d for m in self.members.values() for d in self._deadlines(m)), default=None)
 
     def expire(self, now_ms: int) -> list[str]:
-        """Remove members whose session ended, and those that did not give up partitions within
-        their rebalance timeout (Kafka fences both); the ids removed."""
-        gone = [m.member_id for m in self.members.values()
-                if m.session_deadline_ms <= now_ms
-                or (m.revoke_deadline_ms is not None and m.revoke_deadline_ms <= now_ms)]
+        """Remove members whose session ended, those that did not give up partitions within their
+        rebalance timeout, and classic members that did not rejoin or sync within it (Kafka fences
+        them all); the ids removed."""
+        gone = [m.member_id for m in self.members.values() if min(self._deadlines(m)) <= now_ms]
         for member_id in gone:
             self._remove(member_id)
         return gone
@@ -301,6 +352,20 @@ def _unparts(found: dict[str, list[int]]) -> dict[str, frozenset[int]]:
     return {t: frozenset(ps) for t, ps in found.items()}
 
 
+def _classic(classic: ClassicProtocol | None) -> dict | None:
+    if classic is None:
+        return None
+    return {"session_timeout_ms": classic.session_timeout_ms,
+            "protocols": [[name, base64.b64encode(metadata).decode()] for name, metadata in classic.protocols]}
+
+
+def _unclassic(found: dict | None) -> ClassicProtocol | None:
+    if found is None:
+        return None
+    return ClassicProtocol(found["session_timeout_ms"],
+                           tuple((name, base64.b64decode(metadata)) for name, metadata in found["protocols"]))
+
+
 def durable(group: ConsumerGroup) -> bytes:
     """What must survive a restart: epochs, the target, each member's subscription and assignment
     (not its timers: they start again when the group is loaded)."""
@@ -313,7 +378,7 @@ def durable(group: ConsumerGroup) -> bytes:
                      "assignor": m.server_assignor, "rebalance_timeout_ms": m.rebalance_timeout_ms,
                      "state": m.assignment.state.value, "epoch": m.assignment.epoch,
                      "previous_epoch": m.previous_epoch, "assigned": _parts(m.assignment.assigned),
-                     "revoking": _parts(m.assignment.pending_revocation)}
+                     "revoking": _parts(m.assignment.pending_revocation), "classic": _classic(m.classic)}
                     for m in group.members.values()],
     }, separators=(",", ":")).encode()
 
@@ -332,8 +397,10 @@ def load(group_id: str, settings: Settings, value: bytes, now_ms: int) -> Consum
                                       _unparts(m["revoking"]))
         member = Member(m["id"], m["instance"], m["rack"], m["client"], m["host"], frozenset(m["names"]),
                         m["regex"], m["assignor"], m["rebalance_timeout_ms"], assignment, m["previous_epoch"],
-                        session_deadline_ms=now_ms + settings.session_timeout_ms)
-        if assignment.state is MemberState.UNREVOKED_PARTITIONS:
+                        classic=_unclassic(m.get("classic")))  # records written before classic members had none
+        member.session_deadline_ms = now_ms + (member.classic.session_timeout_ms if member.classic
+                                               else settings.session_timeout_ms)
+        if assignment.state is MemberState.UNREVOKED_PARTITIONS and member.classic is None:
             member.revoke_deadline_ms = now_ms + member.rebalance_timeout_ms
         group.members[member.member_id] = member
         if member.instance_id is not None:

@@ -12,16 +12,19 @@ loop. Speaks no wire format: handlers translate to and from kafka-python.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import math
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 import trio
 
 from broker.config import BrokerConfig
-from broker.groups.consumer_group import Answer, ConsumerGroup, Heartbeat, Settings, durable, load
+from broker.groups import classic_members, migration
+from broker.groups.consumer_group import LEAVE_EPOCH, Answer, ConsumerGroup, Heartbeat, Settings, durable, load
 from broker.groups.member import JoinRequest, JoinResult, SyncResult
 from broker.groups.state import Group, GroupState
 from protocol.errors import ErrorCode
@@ -104,6 +107,7 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848's, by group id
         self.consumer_settings = Settings()
+        self.migration_policy = "bidirectional"  # group.consumer.migration.policy (broker/groups/migration.py)
         # Is this id a share group's? The broker sets it to its share coordinator's: such an id is
         # refused to classic and consumer-protocol members and to commits, as Kafka refuses it.
         self.is_share_group: Callable[[str], bool] = lambda group_id: False
@@ -124,6 +128,7 @@ class GroupCoordinator:
             heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
             assignors=tuple(a.strip() for a in config["group.consumer.assignors"].split(",") if a.strip()),
             max_size=config["group.consumer.max.size"])
+        coordinator.migration_policy = config["group.consumer.migration.policy"].lower()
         return coordinator
 
     # --- the clock ---------------------------------------------------------------------------
@@ -146,7 +151,10 @@ class GroupCoordinator:
             for group in list(self.groups.values()):
                 group.expire(now)
             for consumer_group in list(self.consumer_groups.values()):
-                if consumer_group.expire(now):
+                modern = {m.member_id for m in consumer_group.members.values() if m.classic is None}
+                epoch = consumer_group.group_epoch
+                gone = consumer_group.expire(now)
+                if gone and not (modern & set(gone) and await self._maybe_downgrade(consumer_group, epoch)):
                     await self._persist(consumer_group)  # a failure: written with the group's next change
 
     def _load(self) -> None:
@@ -165,6 +173,25 @@ class GroupCoordinator:
         """A consumer-protocol group (None: none by that id), for describing it."""
         self._load()
         return self.consumer_groups.get(group_id)
+
+    async def _maybe_downgrade(self, group: ConsumerGroup, epoch: int) -> bool:
+        """After consumer-protocol members left: a group of only classic members becomes a classic
+        group again at `epoch` (the group's before they left), as Kafka's downgrade under the
+        policies `downgrade` and `bidirectional`."""
+        if not (migration.downgrades(self.migration_policy) and group.members
+                and all(m.classic is not None for m in group.members.values())):
+            return False
+        classic = migration.to_classic_group(group, epoch, self.now_ms(), self.initial_rebalance_delay_ms)
+        del self.consumer_groups[group.group_id]
+        self.groups[group.group_id] = classic
+        self._changed(classic)
+        if self.state is not None:
+            try:  # classic groups are not kept in the state topic: the consumer group's record goes
+                await trio.to_thread.run_sync(self.state.write_state, [(CONSUMER_GROUP + group.group_id.encode(), None)])
+                self._saved.pop(group.group_id, None)
+            except StoreError:  # loaded again at the next start as the consumer group it was
+                pass
+        return True
 
     async def _persist(self, group: ConsumerGroup) -> int:
         """Write the group's state record if it changed (a worker thread: it fsyncs); NOT_COORDINATOR
@@ -205,22 +232,41 @@ class GroupCoordinator:
     # --- membership --------------------------------------------------------------------------
 
     async def consumer_heartbeat(self, group_id: str, beat: Heartbeat, topics: dict[str, int]) -> Answer:
-        """ConsumerGroupHeartbeat (KIP-848). A classic group that has members keeps its protocol
-        (GROUP_ID_NOT_FOUND, as Kafka answers without a migration); one with only offsets becomes a
-        consumer-protocol group and keeps them."""
+        """ConsumerGroupHeartbeat (KIP-848). A classic group that has members becomes a consumer-protocol
+        group with them when the migration policy allows (broker/groups/migration.py; else
+        GROUP_ID_NOT_FOUND, as Kafka answers); one with only offsets becomes one and keeps them. The
+        last consumer-protocol member leaving a group of classic members makes it classic again."""
         if not group_id:
             return Answer(ErrorCode.INVALID_GROUP_ID, "GroupId can't be empty.")
         self._load()
         group = self.consumer_groups.get(group_id)
         if group is None:
-            if self.classic_in_use(group_id) or self.is_share_group(group_id):
-                return Answer(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-            if beat.member_epoch != 0:
+            not_consumer = Answer(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            if self.is_share_group(group_id):
+                return not_consumer
+            if self.classic_in_use(group_id):
+                classic = self.groups[group_id]
+                if beat.member_epoch != 0 or not migration.can_upgrade(
+                        classic, self.migration_policy, self.consumer_settings.max_size):
+                    return not_consumer
+                group = migration.to_consumer_group(classic, self._settings_of(group_id), topics, self.now_ms())
+                if group is None:
+                    return Answer(ErrorCode.GROUP_ID_NOT_FOUND, f"Cannot upgrade the classic group {group_id} to "
+                                  "consumer group because the embedded consumer protocol is malformed.")
+                del self.groups[group_id]
+                self.consumer_groups[group_id] = group
+            elif beat.member_epoch != 0:
                 return Answer(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {group_id} has no member {beat.member_id}.")
-            self.groups.pop(group_id, None)
-            group = self.consumer_groups[group_id] = ConsumerGroup(group_id, self.consumer_settings)
+            else:
+                self.groups.pop(group_id, None)
+                group = self.consumer_groups[group_id] = ConsumerGroup(group_id, self.consumer_settings)
         group.settings = self._settings_of(group_id)
+        leaving = group.members.get(beat.member_id) if beat.member_epoch == LEAVE_EPOCH else None
+        downgrade = leaving is not None and migration.should_downgrade(group, leaving, self.migration_policy)
+        epoch = group.group_epoch
         answer = group.heartbeat(self.now_ms(), beat, topics)
+        if downgrade and await self._maybe_downgrade(group, epoch):
+            return answer
         self._changed(group)
         error = await self._persist(group)  # answered once the change is durable, as Kafka does
         return Answer(error, "the group's state could not be written") if error else answer
@@ -237,15 +283,23 @@ class GroupCoordinator:
             session_timeout_ms=int(session) if session is not None else self.consumer_settings.session_timeout_ms,
             heartbeat_interval_ms=int(heartbeat) if heartbeat is not None else self.consumer_settings.heartbeat_interval_ms)
 
-    async def join(self, group_id: str, request: JoinRequest) -> JoinResult:
+    async def join(self, group_id: str, request: JoinRequest, topics: Mapping[str, int] | None = None) -> JoinResult:
+        """JoinGroup; `topics` (every topic's partition count) for a consumer-protocol group's
+        classic members (broker/groups/classic_members.py), whose assignor runs here."""
         if not group_id:
             return JoinResult(ErrorCode.INVALID_GROUP_ID, request.member_id)
         if self.is_share_group(group_id):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id)
+        self._load()
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
-            if consumer_group.members:  # a classic member cannot join a consumer-protocol group's members
-                return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id)
+            if consumer_group.members:  # a classic member among consumer-protocol members
+                consumer_group.settings = self._settings_of(group_id)
+                new_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+                result = classic_members.join(consumer_group, self.now_ms(), request, topics or {}, new_id)
+                self._changed(consumer_group)
+                error = await self._persist(consumer_group)
+                return JoinResult(error, request.member_id) if error else result
             del self.consumer_groups[group_id]  # empty: it becomes a classic group, its offsets kept
         if not self.min_session_timeout_ms <= request.session_timeout_ms <= self.max_session_timeout_ms:
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, request.member_id)
@@ -262,6 +316,12 @@ class GroupCoordinator:
                    assignments: dict[str, bytes]) -> SyncResult:
         if not group_id:
             return SyncResult(ErrorCode.INVALID_GROUP_ID)
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            result = classic_members.sync(consumer_group, self.now_ms(), member_id, instance_id, generation_id,
+                                          protocol_type, protocol_name)
+            self._changed(consumer_group)
+            return result
         group = self._group(group_id)
         if group is None:
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -274,6 +334,11 @@ class GroupCoordinator:
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> int:
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            error = classic_members.heartbeat(consumer_group, self.now_ms(), member_id, instance_id, generation_id)
+            self._changed(consumer_group)
+            return error
         group = self._group(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -281,10 +346,17 @@ class GroupCoordinator:
         self._changed(group)
         return error
 
-    def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+    async def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """LeaveGroup: (group-level error, one error per leaving member)."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, [ErrorCode.INVALID_GROUP_ID] * len(leaving)
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            errors = [classic_members.leave(consumer_group, member_id, instance_id)
+                      for member_id, instance_id in leaving]
+            self._changed(consumer_group)
+            await self._persist(consumer_group)  # a failure: written with the group's next change
+            return ErrorCode.NONE, errors
         group = self._group(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
@@ -395,6 +467,8 @@ def _consumer_commit_error(group: ConsumerGroup, member_id: str, epoch: int) -> 
     member = group.members.get(member_id)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
+    if member.classic is not None:
+        return classic_members.commit_error(member, epoch)
     if epoch != member.assignment.epoch:  # older or newer alike, as Kafka 4.4's validateMemberEpoch
         return ErrorCode.STALE_MEMBER_EPOCH
     return ErrorCode.NONE

@@ -148,6 +148,15 @@ class Group:
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
+    def add(self, member: Member) -> None:
+        """A member that arrives holding its assignment (a group converted from the consumer
+        protocol: broker/groups/migration.py)."""
+        self._add(member)
+
+    def rebalance(self, now: float) -> None:
+        """Start a rebalance that members learn of from their next heartbeat (a converted group)."""
+        self._maybe_prepare_rebalance(now)
+
     def _add(self, member: Member) -> None:
         if not self.members:
             self.protocol_type = member.protocol_type

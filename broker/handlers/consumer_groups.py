@@ -88,7 +88,7 @@ async def handle_consumer_group_describe(broker: Broker, request: Request):
                           member_epoch=m.assignment.epoch, client_id=m.client_id, client_host=m.client_host,
                           subscribed_topic_names=sorted(m.subscribed_names), subscribed_topic_regex=m.subscribed_regex,
                           assignment=shown(m.assignment.assigned), target_assignment=shown(group.target.get(m.member_id, {})),
-                          member_type=1)  # 1: a member of the consumer protocol (KIP-1099)
+                          member_type=0 if m.classic else 1)  # KIP-1099: 0 classic, 1 consumer protocol
                    for m in group.members.values()]
         operations = broker.authorized_operations(Res.GROUP, group_id) if body.include_authorized_operations else None
         groups.append(Group(error_code=0, error_message=None, group_id=group_id,

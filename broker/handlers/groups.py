@@ -85,7 +85,7 @@ async def handle_join_group(broker: Broker, request: Request):
         protocols=tuple((p.name, bytes(p.metadata)) for p in body.protocols),
         require_known_member_id=version >= 4,
     )
-    result = await broker.coordinator.join(body.group_id, join)
+    result = await broker.coordinator.join(body.group_id, join, broker.subscribable_topics())
     members = [cls.JoinGroupResponseMember(member_id=m.member_id, group_instance_id=m.instance_id,
                                            metadata=m.metadata) for m in result.members]
     protocol_name = result.protocol_name if version >= 7 else result.protocol_name or ""
@@ -130,7 +130,7 @@ async def handle_leave_group(broker: Broker, request: Request):
         leaving = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
         leaving = [(body.member_id, None)]
-    error, member_errors = broker.coordinator.leave(body.group_id, leaving)
+    error, member_errors = await broker.coordinator.leave(body.group_id, leaving)
     if version < 3:
         return cls[version](throttle_time_ms=0, error_code=error or (member_errors or [0])[0])
     members = [cls.MemberResponse(member_id=member_id, group_instance_id=instance_id, error_code=member_error)

@@ -238,8 +238,14 @@ class Client:
             consumer.close()
         return {tp.partition: tp.offset if tp.offset >= 0 else -1 for tp in found}
 
-    def start_member(self, group, topic):
-        consumer = self._consumer(group, "earliest")
+    def start_member(self, group, topic, protocol: str | None = None):
+        """`protocol`: the group protocol ("classic", "consumer"); else the client's default, classic."""
+        if protocol == "consumer":  # its timings are the broker's (group.consumer.*): the client may not set them
+            consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group, "group.protocol": "consumer",
+                                 "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                 "fetch.wait.max.ms": 100})
+        else:
+            consumer = self._consumer(group, "earliest")
         consumer.subscribe([topic])
         return _Member(consumer)
 
