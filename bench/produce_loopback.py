@@ -3,7 +3,7 @@ bench/direct_producer.py (prebuilt requests, no client library), read from /proc
 
 Where bench/produce_probe.py measures the request's own work in process, this one counts
 everything a request costs the broker: the kernel's receive and send, framing, the event loop,
-the commitlog's page faults (its prefaulter thread). Per case: the broker's CPU per request
+the commitlog's writes into the page cache. Per case: the broker's CPU per request
 (the whole process, and its event loop thread alone), requests/s and MB/s. The producer shares
 the 2 CPUs, so throughput moves with the machine's load more than CPU per request does.
 

@@ -249,12 +249,10 @@ async def _shape(shape: Shape, tmp: Path, seconds: float, profile: bool,
         meta = await broker.create_topic("probe", shape.partitions, {})
         assert meta.partitions == shape.partitions
         store.wait_for_preallocation()
-        # every page the run writes is faulted in first: what is measured is the request's own
-        # work, not the page faults the prefaulter thread takes off the event loop in a broker
-        # (on this VM a fresh page costs more than a whole small request)
+        # the whole segment is allocated first: what is measured is the request's own work, not
+        # the allocator's (posix_fallocate runs in its own thread in a broker)
         segment = store._log.active
         segment.grow(segment.size, False)
-        segment.populate(0, segment.size)
         one = len(frames_for(shape, "probe", 1, 0)[0])
         count = min(20_000, WRITE_BUDGET // one) if shape.idempotent else min(2_000, (64 << 20) // one)
         frames = frames_for(shape, "probe", count, producer_id=broker.producers.allocate_producer_id())

@@ -36,6 +36,11 @@ _pack_header = E.HEADER_AND_REWRITE.pack_into
 _pack_crc = struct.Struct(">I").pack_into  # the prefix's CRC field, at byte 4
 _HEADER_SIZE, _CRC_FROM, _MAGIC_DATA = E.HEADER_SIZE, E.CRC_FROM, E.MAGIC_DATA
 _crc = crc32c.crc32c
+_REWRITTEN = E.BATCH_REWRITE.size  # the batch's first bytes the entry header rewrites (16)
+_HEAD = _HEADER_SIZE + _REWRITTEN
+# Batches from this size on are written from the request's own buffer (pwritev) instead of being
+# copied into the write buffer first; below it the copy costs less than setting up the call.
+DIRECT_BYTES = 64 << 10
 
 # read_tail's reach: how far ahead of a follower the write position may be for its next chunk to
 # be read on the master's event loop. A follower under load is often more than one chunk
@@ -61,15 +66,12 @@ def _entries_within(view: memoryview, begin: int, stop: int, max_bytes: int) -> 
     return None
 
 
-PREFAULT_WINDOW = 32 << 20  # bytes kept faulted in ahead of the write position (32 ms at 1 GB/s)
-PREFAULT_STEP = 4 << 20  # bytes per madvise call, so stopping is prompt
-_NEVER = 1 << 62  # a prefault trigger the writer never reaches
+_NEVER = 1 << 62  # an allocator trigger the writer never reaches
 STATE_RESERVE = 64 * 1024  # bytes at each segment's end for state records only (at most 1/16 of it)
 
 
 class CommitLog:
-    def __init__(self, directory: Path, segment_bytes: int, prezero: bool = False,
-                 prefault: bool = False, write_through: bool = False) -> None:
+    def __init__(self, directory: Path, segment_bytes: int, prezero: bool = False) -> None:
         self.directory = directory
         self.segment_bytes = segment_bytes
         # The last bytes of every segment take only entries of the internal state topic
@@ -77,24 +79,20 @@ class CommitLog:
         # still append the live state records it must carry before it deletes a segment.
         self.state_reserve = min(STATE_RESERVE, segment_bytes // 16)
         self.prezero = prezero
-        # Sync mode writes each entry with pwrite() into the page cache instead of storing it
-        # through the mapping; reads still go through the mapping, which sees the same pages.
-        # On ext4, an fdatasync after stores through a shared mapping took 0.40-0.42 ms where
-        # one after pwrite() of the same bytes took 0.14 ms (8 KiB per fsync, this VM): the
-        # write fault on a mapped page starts a journal handle that the next fdatasync must
-        # commit. Group commit waits for that fsync, so it sets sync mode's throughput.
-        # RocketMQ's transientStorePoolEnable likewise writes through the file channel.
-        self._buffer = WriteBuffer(1 << 16) if write_through else None
-        # Async mode: a thread faults the pages just ahead of the writer in, so the append's
-        # memcpy does not take a page fault (and the page reclaim behind it) per 4 KiB on the
-        # event loop. Sync mode zero-fills whole segments instead (prezero): those pages are
-        # cached, and prefaulting them would dirty them for every fdatasync to write again.
-        self.prefault = prefault
-        self._prefaulted = 0  # pages below this position, from the write position, are faulted in
-        self._prefault_trigger = _NEVER  # the writer wakes the prefaulter when it passes this
-        self._alloc_trigger = _NEVER  # ... and the allocator when it passes this
-        self._prefault_wanted = threading.Event()
-        self._prefaulter: threading.Thread | None = None
+        # Each entry is encoded in a buffer and written with pwrite() into the page cache, never
+        # stored through the mapping; reads still go through the mapping, which sees the same
+        # pages (RocketMQ's transientStorePoolEnable likewise writes through the file channel).
+        # A store through the mapping faults each new page of the file in and zero-fills it
+        # before the bytes overwrite it, where pwrite() of whole pages fills them without
+        # zeroing: on this 2-core VM 1 GiB of 16 KiB entries took 2.9 s through a fresh
+        # mapping and 0.7 s with pwrite() (bench/write_path_probe.py), and a broker taking
+        # librdkafka's 16 KiB records spent 73% of its CPU in that memset, in the event loop's
+        # faults and in a thread that faulted pages in ahead of it (docs/notes/produce-path.md).
+        # In sync mode the difference is in fdatasync too: after stores through a shared mapping
+        # it took 0.40-0.42 ms where after pwrite() of the same bytes 0.14 ms (8 KiB per fsync):
+        # the write fault starts a journal handle that the next fdatasync must commit.
+        self._buffer = WriteBuffer(1 << 16)
+        self._alloc_trigger = _NEVER  # the writer wakes the allocator when it passes this
         directory.mkdir(parents=True, exist_ok=True)
         for stale in directory.glob("*.alloc"):
             stale.unlink()
@@ -151,8 +149,8 @@ class CommitLog:
         """Write one entry; returns the commitlog position of its batch bytes. The batch's
         baseOffset, batchLength and partitionLeaderEpoch are set as Kafka's leader sets them.
 
-        The entry is encoded in place in the mapping, or, in write-through mode, in the write
-        buffer and then written with pwrite(); one body for both keeps the call count down."""
+        The entry is encoded in the write buffer, then written with pwrite(); a large batch in a
+        writable buffer is not copied there but written around (pwritev)."""
         n = len(batch)
         topic_length = len(topic)
         length = _HEADER_SIZE + n + topic_length
@@ -164,28 +162,29 @@ class CommitLog:
         if local + length > seg.allocated:  # the allocator fell behind: allocate here (StorageFull: nothing written)
             self._grow_now(seg, local + length)
         buffer = self._buffer
-        if buffer is None:
-            mv, at = seg.view, local
+        if n >= DIRECT_BYTES and type(batch) is memoryview and not batch.readonly:
+            # a large batch (received into a buffer of its own) is written from where it lies: the
+            # header and its rewritten first fields, its other bytes, the topic, in one pwritev()
+            mv, rest = buffer.view, batch[_REWRITTEN:]
+            _pack_header(mv, 0, length, 0, _MAGIC_DATA, flags, topic_length, topic_id, partition,
+                         base_offset, record_count, store_ts, max_ts, base_offset, n - 12, leader_epoch)
+            mv[_HEAD:_HEAD + topic_length] = topic
+            _pack_crc(mv, 4, _crc(topic, _crc(rest, _crc(mv[_CRC_FROM:_HEAD]))))
+            buffer.pwrite_around(seg.fd, _HEAD, rest, _HEAD, topic_length, local)
         else:
             if length > len(buffer.view):
                 buffer = self._buffer = WriteBuffer(length)
-            mv, at = buffer.view, 0
-        b = at + _HEADER_SIZE
-        end = at + length
-        mv[b:b + n] = batch
-        mv[b + n:end] = topic
-        # the header, then the batch's baseOffset, batchLength and partitionLeaderEpoch
-        _pack_header(mv, at, length, 0, _MAGIC_DATA, flags, topic_length, topic_id, partition,
-                     base_offset, record_count, store_ts, max_ts, base_offset, n - 12, leader_epoch)
-        _pack_crc(mv, at + 4, _crc(mv[at + _CRC_FROM:end]))  # E.crc_of, inlined
-        if buffer is not None:
+            mv = buffer.view
+            mv[_HEADER_SIZE:_HEADER_SIZE + n] = batch
+            mv[_HEADER_SIZE + n:length] = topic
+            # the header, then the batch's baseOffset, batchLength and partitionLeaderEpoch
+            _pack_header(mv, 0, length, 0, _MAGIC_DATA, flags, topic_length, topic_id, partition,
+                         base_offset, record_count, store_ts, max_ts, base_offset, n - 12, leader_epoch)
+            _pack_crc(mv, 4, _crc(mv[_CRC_FROM:length]))  # E.crc_of, inlined
             buffer.pwrite(seg.fd, length, local)  # the space is allocated: only an I/O error fails
         position = seg.start + local
         self.write_position = written = position + length
         seg.newest_timestamp = store_ts
-        if written >= self._prefault_trigger:  # _NEVER without a prefaulter
-            self._prefault_trigger = written + PREFAULT_WINDOW  # wake it once
-            self._prefault_wanted.set()
         if written >= self._alloc_trigger:
             self._alloc_trigger = _NEVER  # wake it once; it sets the next trigger
             self._alloc_wanted.set()
@@ -311,13 +310,10 @@ class CommitLog:
             raise ReplicationError("shipped entries cross a segment boundary (different commitlog.segment.bytes?)")
         if at + n > seg.allocated:
             self._grow_now(seg, at + n)
-        # Written with pwrite() in both flush modes, and the prefaulter is not woken: a prefault
-        # (or a store through the mapping) zero-fills each new page of the file before the
-        # bytes overwrite it (memset was over half of a prefaulter's samples, perf), while
-        # pwrite() of whole pages fills them without zeroing. On 3 nodes at acks=all, 1
-        # partition, probes went from 285-377 MB/s (median 356) to 357-402 (median 384), the
-        # followers from about 0.75 to 0.65 CPU s/GB. Reads still go through the mapping,
-        # which sees the same page-cache pages. The GIL is released meanwhile.
+        # Written with pwrite(), as `append` writes (its comment says why): on 3 nodes at
+        # acks=all, 1 partition, probes went from 285-377 MB/s (median 356) with stores
+        # through the mapping to 357-402 (median 384), the followers from about 0.75 to 0.65
+        # CPU s/GB. The GIL is released meanwhile.
         if not written:
             done = os.pwrite(seg.fd, view, at)
             if done != n:
@@ -375,7 +371,6 @@ class CommitLog:
             if self._ahead is not None and self._ahead.start > seg.start:
                 self._ahead = None
             self._truncate(index, position - seg.start)
-        self._prefaulted = min(self._prefaulted, position)
 
     # ---- allocator thread ------------------------------------------------------------
     def start_allocator(self) -> None:
@@ -383,62 +378,13 @@ class CommitLog:
                                            daemon=True)
         self._alloc_wanted.set()
         self._allocator.start()
-        if self.prefault:
-            self._prefaulter = threading.Thread(target=self._prefault_loop, name="commitlog-prefaulter",
-                                                daemon=True)
-            self._prefault_wanted.set()
-            self._prefaulter.start()
 
     def stop_allocator(self) -> None:
         self._stopping = True
         self._alloc_wanted.set()
-        self._prefault_wanted.set()
         if self._allocator is not None:
             self._allocator.join()
             self._allocator = None
-        if self._prefaulter is not None:
-            self._prefaulter.join()
-            self._prefaulter = None
-            self._prefault_trigger = _NEVER
-
-    def _prefault_loop(self) -> None:
-        while True:
-            self._prefault_wanted.wait()
-            self._prefault_wanted.clear()
-            if self._stopping:
-                return
-            if not self.prefault_ahead():
-                log.warning("the kernel refused MADV_POPULATE_WRITE (Linux 5.14+); appends fault "
-                            "their own pages in")
-                self._prefault_trigger = _NEVER
-                return
-
-    def prefault_ahead(self) -> bool:
-        """Fault in [write position, write position + PREFAULT_WINDOW) in the active segment and
-        the one allocated ahead; False if the kernel refuses the advice."""
-        writer = self.write_position
-        target = writer + PREFAULT_WINDOW
-        position = max(self._prefaulted, writer)
-        while position < target and not self._stopping:
-            seg = next((s for s in (self.active, self._ahead)
-                        if s is not None and s.start <= position < s.end), None)
-            if seg is None:
-                # the next segment is not allocated yet: the allocator wakes us when it is;
-                # until then the writer has no reason to
-                self._prefault_trigger = _NEVER
-                return True
-            end = min(target, seg.start + seg.allocated, position + PREFAULT_STEP)
-            if end <= position:
-                # not allocated yet: the allocator wakes us once it has grown the segment
-                self._prefault_trigger = _NEVER
-                return True
-            if not seg.populate(position - seg.start, end - position):
-                return False
-            position = end
-            self._prefaulted = position
-        # wake again once the writer has used half of what is prepared
-        self._prefault_trigger = max(writer + 1, position - PREFAULT_WINDOW // 2)
-        return True
 
     def _allocate_loop(self) -> None:
         while True:
@@ -450,7 +396,6 @@ class CommitLog:
                 self.allocate_ahead()
             except OSError:
                 log.exception("commitlog allocator failed; appends will allocate on demand")
-            self._prefault_wanted.set()  # the window may reach into the new segment
 
     def allocate_ahead(self) -> bool:
         """Once the writer is half a step into a segment that holds only its first step (an

@@ -18,14 +18,12 @@ from pathlib import Path
 
 from store.errors import StorageFull
 
-MADV_POPULATE_WRITE = 23  # Linux 5.14+; Python 3.11's mmap module has no name for it
 MS_SYNC = 4  # Linux
 _libc = ctypes.CDLL(None, use_errno=True)
-_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 
 
-# pwrite through PyDLL keeps the GIL across the call. os.pwrite releases it, and a sync-mode
+# pwrite (and pwritev) through PyDLL keep the GIL across the call. os.pwrite releases it, and a sync-mode
 # append is a 1 KiB copy into the page cache (about 1 us): releasing the GIL for that handed
 # it to another appender thread at every append, and 16 appenders then spent more time
 # passing the GIL around than in fdatasync (probe: group commit 30 MB/s with os.pwrite).
@@ -35,23 +33,50 @@ _pwrite.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
 _pwrite.restype = ctypes.c_ssize_t
 
 
-class WriteBuffer:
-    """A fixed buffer that is filled in place, then written to a file with pwrite(2)."""
+class _Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
 
-    __slots__ = ("_address", "_anchor", "view")
+
+_pwritev = _libc_gil.pwritev
+_pwritev.argtypes = [ctypes.c_int, ctypes.POINTER(_Iovec), ctypes.c_int, ctypes.c_int64]
+_pwritev.restype = ctypes.c_ssize_t
+
+
+class WriteBuffer:
+    """A fixed buffer that is filled in place, then written to a file with pwrite(2), alone or
+    around another writable buffer's bytes (pwritev(2): those are not copied into it)."""
+
+    __slots__ = ("_address", "_anchor", "_iov", "view")
 
     def __init__(self, size: int) -> None:
         data = bytearray(size)
         self._anchor = ctypes.c_char.from_buffer(data)  # pins the buffer: it cannot move
         self._address = ctypes.addressof(self._anchor)
+        self._iov = (_Iovec * 3)()
         self.view = memoryview(data)
 
     def pwrite(self, fd: int, length: int, offset: int) -> None:
         """Write view[:length] at `offset` of `fd`; raises OSError unless all of it is written."""
-        written = _pwrite(fd, self._address, length, offset)
-        if written != length:
-            err = ctypes.get_errno() if written < 0 else errno.EIO
-            raise OSError(err, f"commitlog write of {length} bytes at {offset}: {os.strerror(err)}")
+        _check(_pwrite(fd, self._address, length, offset), length, offset)
+
+    def pwrite_around(self, fd: int, head: int, middle: memoryview, tail_at: int, tail: int, offset: int) -> None:
+        """Write view[:head], then `middle` (a writable buffer), then view[tail_at:tail_at+tail]
+        at `offset` of `fd`, in one call; raises OSError unless all of it is written."""
+        anchor = ctypes.c_char.from_buffer(middle)  # its address; the export ends with the call
+        iov = self._iov
+        iov[0].base, iov[0].length = self._address, head
+        iov[1].base, iov[1].length = ctypes.addressof(anchor), len(middle)
+        iov[2].base, iov[2].length = self._address + tail_at, tail
+        total = head + len(middle) + tail
+        written = _pwritev(fd, iov, 3, offset)
+        del anchor
+        _check(written, total, offset)
+
+
+def _check(written: int, length: int, offset: int) -> None:
+    if written != length:
+        err = ctypes.get_errno() if written < 0 else errno.EIO
+        raise OSError(err, f"commitlog write of {length} bytes at {offset}: {os.strerror(err)}")
 
 
 def _address(mm: mmap.mmap) -> int:
@@ -239,24 +264,6 @@ class Segment:
 
     def flush(self) -> None:
         os.fdatasync(self.fd)
-
-    def populate(self, local: int, length: int) -> bool:
-        """Fault pages [local, local+length) in, writable, without writing them (a prefault).
-
-        Calls madvise through ctypes, not mmap.madvise: CPython holds the GIL through
-        mmap.madvise (a 512 MiB populate stalled every other thread for 1.5 s in a probe),
-        while a ctypes call releases it, so the faults, and the page reclaim they cause, run
-        on another core while the event loop goes on. False when the kernel refuses
-        (before Linux 5.14 it does not know the advice)."""
-        mm = self._mm
-        if mm is None:
-            return True  # dropped by retention meanwhile: nothing to prepare
-        page = mmap.PAGESIZE
-        start = local - local % page
-        end = min(self.size, local + length)
-        if end <= start:
-            return True
-        return _libc.madvise(_address(mm) + start, end - start, MADV_POPULATE_WRITE) == 0
 
     def find(self, sub: bytes, start: int, end: int) -> int:
         """Lowest local offset in [start, end) where `sub` starts, -1 if none (recovery's resync)."""

@@ -203,9 +203,7 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
         view = StateView(TopicRegistry(), OffsetStore())
         old = legacy.read(root)
         clean = take_clean_mark(root / "clean_shutdown")
-        commitlog = CommitLog(root / "commitlog", config.segment_bytes,
-                              prezero=config.flush_mode == "sync", prefault=config.flush_mode == "async",
-                              write_through=config.flush_mode == "sync")
+        commitlog = CommitLog(root / "commitlog", config.segment_bytes, prezero=config.flush_mode == "sync")
         ckpt = Checkpoint.load(root / "checkpoint")
         parts = None
         trusted = False  # the derived files are exactly as the last checkpoint left them
