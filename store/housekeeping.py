@@ -29,6 +29,7 @@ from protocol.record_batch import parse_header
 from store import recovery, retention
 from store.checkpoint import Checkpoint, queue_key
 from store.compaction import CleanStats, Policy
+from store.config import StoreConfig
 from store.consume_queue import ConsumeQueue
 from store.entry import RELOCATED
 from store.errors import OffsetOutOfRange, StorageFull
@@ -101,6 +102,17 @@ class Housekeeping:
             for topic, index, q, log_start, _ in bounds:  # now that the checkpoint has these log starts
                 if (topic, index) in txns and not q.closed:
                     txns[(topic, index)][0].drop_below(log_start, self._lock)
+
+    # ---- settings that change while the store runs (the broker's dynamic configs) ----------
+    RECONFIGURABLE = ("retention_ms", "retention_bytes", "cleaner_backoff_ms", "cleaner_min_cleanable_ratio",
+                      "cleaner_delete_retention_ms", "cleaner_min_compaction_lag_ms", "cleaner_max_compaction_lag_ms")
+
+    def reconfigure(self, config: StoreConfig) -> None:
+        """Take `config`'s retention and log-cleaner settings (RECONFIGURABLE): the next retention
+        pass and clean use them, the cleaner's sleep after the one under way."""
+        for name in self.RECONFIGURABLE:
+            setattr(self.config, name, getattr(config, name))
+        self._cleaning.interval_s = config.cleaner_backoff_ms / 1000
 
     # ---- retention (store/retention.py) ----------------------------------------------
     def enforce_retention(self, now_ms: int | None = None) -> int:

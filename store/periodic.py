@@ -20,6 +20,15 @@ class Periodic:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @property
+    def interval_s(self) -> float:
+        return self._interval_s
+
+    @interval_s.setter
+    def interval_s(self, seconds: float) -> None:
+        """Takes effect after the wait under way."""
+        self._interval_s = seconds
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
         self._thread.start()

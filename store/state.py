@@ -186,6 +186,7 @@ class StateView:
         # puts them in force when it sees it move (Broker.allowed)
         self.acl_changes = 0
         self.group_config_changes = 0  # the same for group configs (broker/groups/share_coordinator.py)
+        self.broker_config_changes = 0  # ... and dynamic broker settings (Broker.refresh_dynamic)
 
     def value(self, key: bytes) -> bytes | None:
         found = self.live.get(key)
@@ -206,6 +207,7 @@ class StateView:
         self.offsets.clear()
         self.acl_changes += 1
         self.group_config_changes += 1
+        self.broker_config_changes += 1
 
     def apply(self, offset: int, key: bytes, value: bytes | None) -> None:
         if value is None:
@@ -223,6 +225,8 @@ class StateView:
             self.acl_changes += 1
         elif kind == GROUP_CONFIG:
             self.group_config_changes += 1
+        elif kind == BROKER_CONFIG:
+            self.broker_config_changes += 1
 
     def live_below(self, offset: int) -> list[Record]:
         """The live records stored below `offset`, oldest first: what must be written again

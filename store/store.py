@@ -294,6 +294,11 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
         """Moves whenever a group config record is applied (written here, or replicated)."""
         return self._view.group_config_changes
 
+    @property
+    def broker_config_changes(self) -> int:
+        """Moves whenever a dynamic broker setting's record is applied (written here, or replicated)."""
+        return self._view.broker_config_changes
+
     def state_items(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
         """The live state records whose key starts with `prefix` (SCRAM credentials, say)."""
         return [(key, value) for key, (_, value) in list(self._view.live.items()) if key.startswith(prefix)]
