@@ -20,6 +20,7 @@ from broker.security import dynamic_tls
 from broker.net import peer
 from broker.security.acl import ACL_PREFIX, Acl, Authorizer, Op, Res
 from broker.security.auth_limit import FailedLogins
+from broker.broker_settings import BrokerSettings
 from broker.config import BrokerConfig
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.dead_letters import DeadLetters
@@ -31,7 +32,6 @@ from broker.txn.coordinator import TxnCoordinator
 from broker.topology import SingleNode, Topology
 from protocol.errors import ErrorCode
 from store import Store, StoreError, TopicMeta
-from store.state import BROKER_CONFIG
 from store.topics import RESERVED_PREFIX
 
 log = logging.getLogger(__name__)
@@ -133,8 +133,9 @@ class Broker:
         # (broker/cluster/node.py), which the server sets when zookeeper.connect is
         self.topology: Topology = SingleNode(store, self.node_id, config["broker.rack"] or None, log.warning)
         self.metrics = BrokerMetrics()  # its state's gauges are added by the admin API (broker/net/state_metrics.py)
-        # listener.name.<l>.ssl.* set at runtime (broker/security/dynamic_tls.py), over the static settings
-        self.dynamic_settings = dynamic_tls.stored(store.state_items(BROKER_CONFIG), self.node_id)
+        # dynamic settings over the static ones (broker/broker_settings.py), TLS files included
+        self.settings = BrokerSettings(config, store, self.node_id)
+        self.refresh_dynamic()
         self.listener_tls: dict[str, ssl.SSLContext] = {}  # TLS listener name -> its context (load_listener_tls)
         self.served_certificates: dict[str, dict] = {}  # lower-case listener name -> the certificate it serves
         self.authorizer: Authorizer | None = None
@@ -142,6 +143,23 @@ class Broker:
         if config["authorizer.class.name"]:
             self.authorizer = Authorizer(config["super.users"], config["allow.everyone.if.no.acl.found"])
             self.reload_acls()
+
+    # ---- dynamic settings (broker/broker_settings.py) ---------------------------------------------
+    @property
+    def dynamic_settings(self) -> dict[str, str]:
+        """This broker's own dynamic settings (listener.name.<l>.ssl.* among them)."""
+        return self.settings.per_broker
+
+    def refresh_dynamic(self) -> None:
+        """Put dynamic settings in force if any changed (here, or by replication)."""
+        if self.settings.reload():
+            self.settings.apply(self.connections)
+
+    async def follow_dynamic_settings(self) -> None:
+        """Changes another node made arrive by replication: looked for every second."""
+        while True:
+            await trio.sleep(1)
+            self.refresh_dynamic()
 
     # ---- TLS settings, static and dynamic (broker/security/dynamic_tls.py) ----------------------------
     def tls_settings(self, listener: str) -> dict:

@@ -67,6 +67,7 @@ async def serve(config: BrokerConfig, *, task_status=trio.TASK_STATUS_IGNORED) -
                 await _join_group(nursery, broker, replication)
             else:
                 nursery.start_soon(broker.run_master_services)
+            nursery.start_soon(broker.follow_dynamic_settings)  # changes made at other nodes
             for lst, sockets in opened:
                 handler = partial(serve_connection, broker, lst)
                 nursery.start_soon(partial(trio.serve_listeners, handler, sockets, handler_nursery=nursery))

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import trio
 
-from broker.security import dynamic_tls
 from broker.security.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker
+from broker.handlers.broker_configs import alter_broker
 from broker.handlers.group_configs import GROUP_RESOURCE, alter_group
 from broker.topic_configs import LIST, TOPIC_CONFIGS, config_error
 from broker.views.definition import view_of
@@ -112,74 +112,9 @@ async def _alter_topic(broker: Broker, name: str, configs, incremental: bool,
     return ErrorCode.NONE, None
 
 
-async def _alter_broker(broker: Broker, name: str, configs, incremental: bool,
-                        validate_only: bool) -> tuple[ErrorCode, str | None]:
-    """A broker's dynamic settings: only a TLS listener's files (broker/security/dynamic_tls.py); every
-    other broker setting is static (set at start), as Kafka's read-only ones. AlterConfigs
-    replaces the broker's whole set of dynamic settings, IncrementalAlterConfigs sets or deletes."""
-    if not name:
-        return ErrorCode.INVALID_REQUEST, ("Gregor changes TLS settings per broker only: name the broker "
-                                           "(its node id) whose listener takes the new files")
-    if not name.lstrip("-").isdigit():
-        return ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
-    if int(name) != broker.node_id:
-        return ErrorCode.INVALID_REQUEST, (f"Unexpected broker id, expected {broker.node_id} or empty string, "
-                                           f"but received {name}")
-    unprefixed = sorted(c.name for c in configs if c.name in dynamic_tls.DYNAMIC)
-    if unprefixed:
-        return ErrorCode.INVALID_REQUEST, ("These security configs can be dynamically updated only per-listener "
-                                           f"using the listener prefix: {', '.join(unprefixed)}")
-    static = sorted(c.name for c in configs if dynamic_tls.split(c.name) is None)
-    if static:
-        return ErrorCode.INVALID_CONFIG, (f"Cannot update these configs dynamically: {', '.join(static)}. Gregor's "
-                                          "broker settings are static (set them with --set or --config and "
-                                          "restart), but for a TLS listener's listener.name.<listener>."
-                                          f"{{{','.join(dynamic_tls.DYNAMIC)}}}")
-    current = broker.dynamic_settings
-    new = dict(current) if incremental else {}
-    for c in configs:
-        operation = c.config_operation if incremental else SET
-        if operation == SET and c.value is not None:
-            new[c.name] = c.value
-        elif operation == DELETE or (operation == SET and not incremental):
-            new.pop(c.name, None)
-        elif operation in (APPEND, SUBTRACT):
-            verb = "APPEND" if operation == APPEND else "SUBTRACT"
-            return ErrorCode.INVALID_REQUEST, f"Can't {verb} to key {c.name} because its type is not LIST."
-        else:
-            return ErrorCode.INVALID_REQUEST, f"Unknown config operation {operation}"
-    changed = {n for n in set(current) | set(new) if current.get(n) != new.get(n)}
-    touched = {dynamic_tls.split(n)[0] for n in changed | {c.name for c in configs}}
-    known = broker.tls_listener_names()
-    for listener in sorted(touched):
-        if listener not in known:
-            return ErrorCode.INVALID_REQUEST, (f"{listener} is not a TLS listener of broker {broker.node_id} "
-                                               f"(its TLS listeners: {', '.join(sorted(known)) or 'none'})")
-        proposed = dynamic_tls.effective(broker.config.values, new, listener)
-        problem = await trio.to_thread.run_sync(
-            dynamic_tls.change_problem, broker.served_certificates.get(listener, {}), proposed,
-            broker.config["ssl.allow.dn.changes"], broker.config["ssl.allow.san.changes"])
-        if problem:
-            return ErrorCode.INVALID_REQUEST, problem
-    if validate_only:
-        return ErrorCode.NONE, None
-    records = [(dynamic_tls.state_key(broker.node_id, n), None if new.get(n) is None else new[n].encode())
-               for n in sorted(changed)]
-    if records:
-        try:
-            await broker.write_security(records)  # in a cluster through ZooKeeper, as ACLs (cluster_security.py)
-        except StoreError as exc:
-            return ErrorCode.KAFKA_STORAGE_ERROR, str(exc)
-    broker.dynamic_settings = new
-    for listener in sorted(touched):
-        broker.apply_tls(listener)
-    return ErrorCode.NONE, None
-
-
 async def handle_alter_configs(broker: Broker, request: Request):
-    """AlterConfigs (33) and IncrementalAlterConfigs (44): topic configs take effect at once, and
-    a TLS listener's files (broker/security/dynamic_tls.py); other broker settings are static (set at
-    start), as Kafka's read-only ones."""
+    """AlterConfigs (33) and IncrementalAlterConfigs (44): topic configs take effect at once; a
+    broker's dynamic settings: broker/handlers/broker_configs.py; a group's: group_configs.py."""
     body = request.body
     cls = request.spec.response
     incremental = request.header.api_key == 44
@@ -199,8 +134,8 @@ async def handle_alter_configs(broker: Broker, request: Request):
         elif res.resource_type == GROUP_RESOURCE:
             error, message = await alter_group(broker, res.resource_name, res.configs, body.validate_only)
         elif res.resource_type == BROKER_RESOURCE:
-            error, message = await _alter_broker(broker, res.resource_name, res.configs, incremental,
-                                                 body.validate_only)
+            error, message = await alter_broker(broker, res.resource_name, res.configs, incremental,
+                                                body.validate_only)
         else:
             error, message = ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
         results.append(cls.AlterConfigsResourceResponse(error_code=error, error_message=message,

@@ -1,16 +1,15 @@
-"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions and
-DescribeConfigs, with Kafka's validation order and messages."""
+"""Topic administration: CreateTopics, DeleteTopics and CreatePartitions, with Kafka's validation
+order and messages, and a topic's configs as CreateTopics and DescribeConfigs list them."""
 
 from __future__ import annotations
 
 import uuid
 
 from broker.security.acl import CLUSTER_NAME, Op, Res
-from broker.broker import TOPIC_TO_BROKER_CONFIG, Broker, topic_name_error
-from broker.config import SENSITIVE_SETTINGS, SETTINGS
+from broker.broker import Broker, topic_name_error
+from broker.config_sources import topic_config
 from broker.handlers.configs import topic_config_problem
-from broker.handlers.group_configs import GROUP_RESOURCE, describe_group
-from broker.topic_configs import BOOLEAN, GREGOR_TOPIC_CONFIGS, INT, LONG, PASSWORD, STRING, TOPIC_CONFIGS
+from broker.topic_configs import GREGOR_TOPIC_CONFIGS, TOPIC_CONFIGS
 from broker.views.definition import is_view_config, view_config_error, view_of, views_of
 from protocol.codec import Request
 from protocol.errors import ErrorCode
@@ -18,28 +17,24 @@ from store import StoreError, TopicExists, UnknownTopic
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 GREGOR_ONLY = {name for name, _, _ in GREGOR_TOPIC_CONFIGS}
-DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 2, 4, 5
-DYNAMIC_GROUP_CONFIG = 8  # Kafka's ConfigSource for a group config set with IncrementalAlterConfigs
-TOPIC_REFUSED_MESSAGE = "Topic authorization failed."  # Kafka's Errors messages
-CLUSTER_REFUSED_MESSAGE = "Cluster authorization failed."
+
+
+def topic_entries(broker: Broker, overrides: dict[str, str]) -> list[tuple[str, str | None, int, int, list]]:
+    """(name, value, config_source, config_type, synonyms) of every topic config, sorted by name
+    (broker/config_sources.py: the override, else the broker setting it defaults from)."""
+    layers = broker.settings.layers()
+    out = []
+    for name, (_, kind) in sorted(TOPIC_CONFIGS.items()):
+        if name in GREGOR_ONLY and name not in overrides:
+            continue  # listed only when set, so a plain topic describes exactly as on Kafka
+        value, source, synonyms = topic_config(layers, name, overrides)
+        out.append((name, value, source, kind, synonyms))
+    return out
 
 
 def effective_configs(broker: Broker, overrides: dict[str, str]) -> list[tuple[str, str | None, int, int]]:
     """(name, value, config_source, config_type) for every topic config, sorted by name."""
-    out = []
-    for name, (default, kind) in sorted(TOPIC_CONFIGS.items()):
-        if name in GREGOR_ONLY and name not in overrides:
-            continue  # listed only when set, so a plain topic describes exactly as on Kafka
-        if name in overrides:
-            out.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG, kind))
-            continue
-        value, source = default, DEFAULT_CONFIG
-        broker_name = TOPIC_TO_BROKER_CONFIG.get(name)
-        if broker_name is not None and broker_name in broker.config.explicit:
-            value, source = str(broker.config[broker_name]), STATIC_BROKER_CONFIG
-        out.append((name, value, source, kind))
-    return out
-
+    return [entry[:4] for entry in topic_entries(broker, overrides)]
 
 
 async def handle_create_topics(broker: Broker, request: Request):
@@ -236,81 +231,8 @@ async def handle_create_partitions(broker: Broker, request: Request):
     return cls[request.header.api_version](throttle_time_ms=0, results=results)
 
 
-_TYPE_OF_SETTING = {int: LONG, str: STRING}
-
-
-async def handle_describe_configs(broker: Broker, request: Request):
-    body = request.body
-    version = request.header.api_version
-    cls = request.spec.response
-    Result = cls.DescribeConfigsResult
-    Entry = Result.DescribeConfigsResourceResult
-    results = []
-    for res in body.resources:
-        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
-        entries, error, message = [], ErrorCode.NONE, ""
-        if res.resource_type == TOPIC_RESOURCE and not broker.allowed(Op.DESCRIBE_CONFIGS, Res.TOPIC,
-                                                                      res.resource_name):
-            error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, TOPIC_REFUSED_MESSAGE
-        elif res.resource_type == BROKER_RESOURCE and not broker.allowed(Op.DESCRIBE_CONFIGS, Res.CLUSTER,
-                                                                         CLUSTER_NAME):
-            error, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_REFUSED_MESSAGE
-        elif res.resource_type == TOPIC_RESOURCE:
-            meta = broker.topic(res.resource_name)
-            if meta is None:
-                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                for name, value, source, kind in effective_configs(broker, meta.configs):
-                    if keys is None or name in keys:
-                        entries.append(Entry(name=name, value=value, read_only=False, config_source=source,
-                                             is_sensitive=False, synonyms=[], config_type=kind,
-                                             documentation=None))
-        elif res.resource_type == BROKER_RESOURCE:
-            name = res.resource_name
-            if name and not name.lstrip("-").isdigit():
-                error, message = ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
-            elif name and int(name) != broker.node_id:
-                error, message = (ErrorCode.INVALID_REQUEST,
-                                  (f"Unexpected broker id, expected {broker.node_id} or empty string, "
-                                  f"but received {name}"))
-            else:
-                for setting, (parser, _, _) in sorted(SETTINGS.items()):
-                    if keys is not None and setting not in keys:
-                        continue
-                    value = broker.config[setting]
-                    kind = BOOLEAN if isinstance(value, bool) else _TYPE_OF_SETTING.get(type(value), STRING)
-                    text = str(value).lower() if isinstance(value, bool) else str(value)
-                    source = STATIC_BROKER_CONFIG if setting in broker.config.explicit else DEFAULT_CONFIG
-                    sensitive = setting in SENSITIVE_SETTINGS  # as Kafka: a password's value is never sent
-                    entries.append(Entry(name=setting, value=None if sensitive else text, read_only=True,
-                                         config_source=source, is_sensitive=sensitive, synonyms=[],
-                                         config_type=PASSWORD if sensitive else kind, documentation=None))
-                for setting, text in sorted(broker.dynamic_settings.items()):  # broker/security/dynamic_tls.py
-                    if keys is not None and setting not in keys:
-                        continue
-                    sensitive = setting.endswith(".ssl.key.password")
-                    entries.append(Entry(name=setting, value=None if sensitive else text, read_only=False,
-                                         config_source=DYNAMIC_BROKER_CONFIG, is_sensitive=sensitive, synonyms=[],
-                                         config_type=PASSWORD if sensitive else STRING, documentation=None))
-        elif res.resource_type == GROUP_RESOURCE:
-            if not broker.allowed(Op.DESCRIBE_CONFIGS, Res.GROUP, res.resource_name):
-                error, message = ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
-            else:
-                for name, value, here in describe_group(broker, res.resource_name, keys):
-                    entries.append(Entry(name=name, value=value, read_only=False,
-                                         config_source=DYNAMIC_GROUP_CONFIG if here else DEFAULT_CONFIG,
-                                         is_sensitive=False, synonyms=[],
-                                         config_type=STRING if not value.isdigit() else INT, documentation=None))
-        else:
-            error, message = ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
-        results.append(Result(error_code=error, error_message=message, resource_type=res.resource_type,
-                              resource_name=res.resource_name, configs=entries))
-    return cls[version](throttle_time_ms=0, results=results)
-
-
 __all__ = [
     "handle_create_partitions",
     "handle_create_topics",
     "handle_delete_topics",
-    "handle_describe_configs",
 ]

@@ -158,8 +158,8 @@ def test_gregor_refuses_what_it_cannot_apply_and_validate_only_changes_nothing(t
         original = served_serial(b.listeners["SSL"], certs.ca)
         renewed = str(server_keystore(tmp_path / "certs", "renewed"))
         assert alter(admin, node, "listener.name.sasl_ssl.ssl.keystore.location", renewed) == INVALID_REQUEST  # no such listener
-        assert alter(admin, node, "log.retention.ms", "1000") == INVALID_CONFIG  # static
-        assert alter(admin, node, KEYSTORE, renewed, AlterConfigOpType.APPEND) == INVALID_REQUEST
+        assert alter(admin, node, "flush.mode", "sync") == INVALID_REQUEST  # static
+        assert alter(admin, node, KEYSTORE, renewed, AlterConfigOpType.APPEND) == INVALID_CONFIG  # not a list
         resource = ConfigResource(ResourceType.BROKER, node, incremental_configs=[
             ConfigEntry(KEYSTORE, renewed, incremental_operation=AlterConfigOpType.SET)])
         for future in admin.incremental_alter_configs([resource], validate_only=True).values():

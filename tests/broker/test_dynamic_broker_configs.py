@@ -1,0 +1,83 @@
+"""Gregor's dynamic broker settings in force (broker/broker_settings.py): a connection limit set at run
+time refuses the next connection and lets it in once deleted; settings survive a restart, described
+with the same sources and put in force again; what Gregor reads at start only is refused, and a
+value its one commitlog cannot honour too. (The answers Kafka 4.4 gives too: tests/clients/
+test_broker_configs.py.)"""
+
+from __future__ import annotations
+
+from kafka.protocol.metadata import MetadataRequest
+
+from protocol.errors import ErrorCode
+from tests.clients.test_broker_configs import BROKER, DELETE, SET, describe, incremental
+from tests.kit.inprocess import InProcessBroker
+from tests.kit.wire import WireClient, create_topic
+
+METADATA = MetadataRequest[9](topics=[], allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+
+
+def _answers(bootstrap: str) -> bool:
+    """Does a new connection from here get an answer (not closed at accept)?"""
+    client = WireClient(bootstrap, timeout=3)
+    try:
+        client.request(METADATA)
+        return True
+    except (OSError, ConnectionError, EOFError, AssertionError):
+        return False
+    finally:
+        client.close()
+
+
+def test_max_connections_per_ip_set_at_run_time_closes_the_next_connection(tmp_path):
+    b = InProcessBroker(tmp_path / "data").start()
+    try:
+        admin = b.client()  # in memory: not a connection the limit counts
+        held = WireClient(b.bootstrap)
+        held.request(METADATA)
+        assert incremental(admin, "", [("max.connections.per.ip", SET, "1")]) == (0, None)
+        assert not _answers(b.bootstrap)
+        assert incremental(admin, "", [("max.connections.per.ip", DELETE, None)]) == (0, None)
+        assert _answers(b.bootstrap)
+        held.close()
+    finally:
+        b.stop()
+
+
+def test_dynamic_settings_survive_a_restart_with_their_sources(tmp_path):
+    b = InProcessBroker(tmp_path / "data").start()
+    try:
+        admin = b.client()
+        assert incremental(admin, "0", [("log.retention.ms", SET, "1000000"), ("num.io.threads", SET, "9")]) == (0, None)
+        assert incremental(admin, "", [("log.cleaner.backoff.ms", SET, "2000")]) == (0, None)
+        before = describe(admin, BROKER, "0", ["log.retention.ms", "num.io.threads", "log.cleaner.backoff.ms"])
+    finally:
+        b.stop()
+    again = InProcessBroker(tmp_path / "data").start()
+    try:
+        admin = again.client()
+        assert describe(admin, BROKER, "0", ["log.retention.ms", "num.io.threads", "log.cleaner.backoff.ms"]) == before
+        assert before["log.retention.ms"][:3] == ("1000000", False, 2)
+        assert before["log.cleaner.backoff.ms"][:3] == ("2000", False, 3)
+        store = again.broker.store
+        assert (store.config.retention_ms, store.config.cleaner_backoff_ms) == (1000000, 2000)  # in force again
+    finally:
+        again.stop()
+
+
+def test_what_gregor_reads_at_start_or_cannot_honour_is_refused(tmp_path):
+    b = InProcessBroker(tmp_path / "data").start()
+    try:
+        admin = b.client()
+        topic, error, _ = create_topic(admin, {"cleanup.policy": "compact"})
+        assert error == 0
+        assert incremental(admin, "0", [("sasl.enabled.mechanisms", SET, "PLAIN")]) == (
+            ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: [sasl.enabled.mechanisms]")
+        assert incremental(admin, "", [("log.cleanup.policy", SET, "compact")]) == (
+            ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: [log.cleanup.policy]")
+        code, message = incremental(admin, "", [("log.retention.bytes", SET, "1000000")])
+        assert (code, topic in message) == (ErrorCode.INVALID_CONFIG, True)
+        code, message = incremental(admin, "", [("message.max.bytes", SET, "2000000000")])
+        assert (code, "commitlog.segment.bytes" in message) == (ErrorCode.INVALID_CONFIG, True)
+        assert describe(admin, BROKER, "", ["log.retention.bytes", "message.max.bytes"]) == {}
+    finally:
+        b.stop()
