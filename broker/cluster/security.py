@@ -1,6 +1,6 @@
 """ACLs and SCRAM credentials across the broker groups of a cluster (docs/replication.md,
-*Several broker groups*), and each node's dynamic TLS settings (broker/security/dynamic_tls.py), kept the
-same way: each binding, credential and setting is a znode under /security (named by its state
+*Several broker groups*), and the dynamic broker settings, each node's and the cluster-wide defaults
+(broker/broker_settings.py), kept the same way: each binding, credential and setting is a znode under /security (named by its state
 key in hex, holding its state value), and every group's master makes its commitlog's match them
 when /security_changed moves; its followers get them by replication.
 Kafka in ZooKeeper mode keeps both in ZooKeeper the same way (/kafka-acl, /config/users), so a

@@ -19,7 +19,8 @@ from store import StoreError, TopicMeta, UnknownTopic
 if TYPE_CHECKING:
     from broker.broker import Broker
 
-SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
+SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+           4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
 PAGE_ERRORS = (UnknownTopic, StoreError, KeyError)  # a partition this node's store does not hold
 
 
