@@ -107,3 +107,53 @@ def config_error(name: str, value: str | None) -> str | None:
     elif name == "message.format.version" and (why := _metadata_version_error(value)):
         return f"Invalid value {value} for configuration {name}: {why}"
     return None
+
+
+_NO_EFFECT = "Accepted and described; no effect in Gregor: "
+# DescribeConfigs' documentation (v3+, include_documentation): what each topic config does in Gregor
+TOPIC_CONFIG_DOCS: dict[str, str] = {
+    "cleanup.policy": ("delete, compact or both: delete drops records past retention.ms / retention.bytes, compact "
+                       "keeps the latest record of every key (the log cleaner)"),
+    "compression.gzip.level": _NO_EFFECT + "a re-encoded set takes the codec's default level",
+    "compression.lz4.level": _NO_EFFECT + "a re-encoded set takes the codec's default level",
+    "compression.type": ("the codec of record sets converted from message format v0/v1 on append (producer: as "
+                         "sent); v2 batches are stored as the producer sent them"),
+    "compression.zstd.level": _NO_EFFECT + "a re-encoded set takes the codec's default level",
+    "delete.retention.ms": "how long a tombstone of a compacted topic is kept once a clean has passed it",
+    "file.delete.delay.ms": _NO_EFFECT + "Gregor deletes whole commitlog segments shared by every topic",
+    "flush.messages": _NO_EFFECT + "durability is the broker's flush.mode and flush.interval.ms",
+    "flush.ms": _NO_EFFECT + "durability is the broker's flush.mode and flush.interval.ms",
+    "follower.replication.throttled.replicas": _NO_EFFECT + "replication is not throttled",
+    "index.interval.bytes": _NO_EFFECT + "every record batch has a consume-queue entry",
+    "leader.replication.throttled.replicas": _NO_EFFECT + "replication is not throttled",
+    "local.retention.bytes": _NO_EFFECT + "there is no tiered storage",
+    "local.retention.ms": _NO_EFFECT + "there is no tiered storage",
+    "max.compaction.lag.ms": "a dirty record of a compacted topic older than this forces a clean",
+    "max.message.bytes": "the largest record batch this topic takes (MESSAGE_TOO_LARGE above it)",
+    "message.downconversion.enable": ("false: a consumer of message format v0/v1 (an old Fetch) of this topic is "
+                                      "answered UNSUPPORTED_VERSION"),
+    "message.format.version": _NO_EFFECT + "every batch is stored as RecordBatch v2 (checked, then ignored, as Kafka)",
+    "message.timestamp.after.max.ms": _NO_EFFECT + "record timestamps are not checked",
+    "message.timestamp.before.max.ms": _NO_EFFECT + "record timestamps are not checked",
+    "message.timestamp.difference.max.ms": _NO_EFFECT + "record timestamps are not checked",
+    "message.timestamp.type": "CreateTime keeps the producer's timestamps, LogAppendTime sets the broker's",
+    "min.cleanable.dirty.ratio": "the share of a compacted partition's records superseded before it is cleaned",
+    "min.compaction.lag.ms": "records younger than this are not compacted",
+    "min.insync.replicas": "acks=all produce needs this many nodes in the sync-state set (NOT_ENOUGH_REPLICAS)",
+    "preallocate": _NO_EFFECT + "commitlog segments are always preallocated",
+    "remote.log.copy.disable": _NO_EFFECT + "there is no tiered storage",
+    "remote.log.delete.on.disable": _NO_EFFECT + "there is no tiered storage",
+    "remote.storage.enable": _NO_EFFECT + "there is no tiered storage",
+    "retention.bytes": "the most bytes each partition keeps before its oldest batches go (-1: no limit)",
+    "retention.ms": "how long a batch is kept once all its records are older than this (-1: for good)",
+    "segment.bytes": _NO_EFFECT + "partitions have no segments of their own (the commitlog's: commitlog.segment.bytes)",
+    "segment.index.bytes": _NO_EFFECT + "partitions have no segments of their own",
+    "segment.jitter.ms": _NO_EFFECT + "partitions have no segments of their own",
+    "segment.ms": _NO_EFFECT + "partitions have no segments of their own",
+    "unclean.leader.election.enable": _NO_EFFECT + "only a node of the sync-state set becomes master",
+    "tag.header": "the record header whose value is the record's MetaQ tag (fixed at creation)",
+    "key.index.enable": "index record keys for `gregor query --key`",
+    "view.source": "this topic is a read-only view of that topic (fixed at creation)",
+    "view.tags": "the tags the view lets through, comma-separated (fixed at creation)",
+    "errors.deadletterqueue.group.enable": "this topic may be a share group's dead-letter topic",
+}

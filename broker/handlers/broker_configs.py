@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 SET, DELETE, APPEND, SUBTRACT = range(4)  # IncrementalAlterConfigs operations (KIP-339)
 Problem = tuple[ErrorCode, str | None]
-Entry = tuple[str, str | None, bool, int, bool, int, list[tuple[str, str | None, int]]]
+Entry = tuple[str, str | None, bool, int, bool, int, list[tuple[str, str | None, int]], str]
+KAFKA_ONLY_DOC = "Kafka 4.4's dynamic broker setting: kept and described; no effect in Gregor"
 _GREGOR_TYPES = {bool: BOOLEAN, int: LONG, str: STRING}
 
 
@@ -150,7 +151,17 @@ def _entry(broker: Broker, name: str, with_synonyms: bool) -> Entry:
     read_only = (name not in DYNAMIC and dynamic_tls.split(name) is None) or name in NOT_APPLIED
     shown = [(n, None if sensitive else v, s) for n, v, s in synonyms] if with_synonyms else []
     return (name, None if sensitive else value, read_only, source, sensitive,
-            PASSWORD if sensitive else kind, shown)
+            PASSWORD if sensitive else kind, shown, _documentation(name))
+
+
+def _documentation(name: str) -> str:
+    """What the setting does in Gregor (DescribeConfigs v3+, include_documentation)."""
+    if name in SETTINGS:
+        return SETTINGS[name][2]
+    tls = dynamic_tls.split(name)
+    if tls is not None:
+        return f"the {tls[1]} of listener {tls[0]}, changed at run time (broker/security/dynamic_tls.py)"
+    return KAFKA_ONLY_DOC
 
 
 def describe_broker(broker: Broker, name: str, keys: set[str] | None, with_synonyms: bool) -> list[Entry]:
@@ -160,7 +171,7 @@ def describe_broker(broker: Broker, name: str, keys: set[str] | None, with_synon
     if not name:
         return [(n, None if _sensitive(n) else v, False, DYNAMIC_DEFAULT_BROKER_CONFIG, _sensitive(n),
                  config_type(n), [(n, None if _sensitive(n) else v, DYNAMIC_DEFAULT_BROKER_CONFIG)]
-                 if with_synonyms else [])
+                 if with_synonyms else [], _documentation(n))
                 for n, v in sorted(broker.settings.cluster_default.items()) if keys is None or n in keys]
     names = set(SETTINGS) | set(DYNAMIC) | set(broker.settings.per_broker)
     return [_entry(broker, n, with_synonyms) for n in sorted(names) if keys is None or n in keys]

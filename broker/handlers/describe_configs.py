@@ -1,6 +1,7 @@
 """DescribeConfigs (32): a topic's configs, a broker's settings and a group's configs, each with its
 source and, when asked (include_synonyms, v1+), its synonyms in Kafka 4.4's order (Kafka's
-ConfigHelper.describeConfigs; broker/config_sources.py). Documentation (v3+) is not sent: null."""
+ConfigHelper.describeConfigs; broker/config_sources.py) and, when asked (include_documentation, v3+),
+what it does in Gregor (a group config's: null)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from broker.handlers.broker_configs import describe_broker
 from broker.handlers.group_configs import GROUP_RESOURCE, describe_group
 from broker.handlers.topics import BROKER_RESOURCE, TOPIC_RESOURCE, topic_entries
 from broker.security.acl import CLUSTER_NAME, Op, Res
-from broker.topic_configs import INT, STRING
+from broker.topic_configs import INT, STRING, TOPIC_CONFIG_DOCS
 from protocol.codec import Request
 from protocol.errors import ErrorCode
 
@@ -27,6 +28,7 @@ async def handle_describe_configs(broker: Broker, request: Request):
     Entry = Result.DescribeConfigsResourceResult
     Synonym = Entry.DescribeConfigsSynonym
     with_synonyms = bool(body.include_synonyms)
+    with_docs = bool(getattr(body, "include_documentation", False))
     results = []
     for res in body.resources:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
@@ -48,7 +50,8 @@ async def handle_describe_configs(broker: Broker, request: Request):
                         entries.append(Entry(
                             name=name, value=value, read_only=False, config_source=source, is_sensitive=False,
                             synonyms=[Synonym(name=n, value=v, source=s) for n, v, s in synonyms]
-                            if with_synonyms else [], config_type=kind, documentation=None))
+                            if with_synonyms else [], config_type=kind,
+                            documentation=TOPIC_CONFIG_DOCS[name] if with_docs else None))
         elif res.resource_type == BROKER_RESOURCE:
             name = res.resource_name
             if name and not name.lstrip("-").isdigit():
@@ -58,12 +61,12 @@ async def handle_describe_configs(broker: Broker, request: Request):
                                   (f"Unexpected broker id, expected {broker.node_id} or empty string, "
                                   f"but received {name}"))
             else:
-                for n, value, read_only, source, sensitive, kind, synonyms in describe_broker(
+                for n, value, read_only, source, sensitive, kind, synonyms, doc in describe_broker(
                         broker, name, keys, with_synonyms):
                     entries.append(Entry(name=n, value=value, read_only=read_only, config_source=source,
                                          is_sensitive=sensitive,
                                          synonyms=[Synonym(name=sn, value=sv, source=ss) for sn, sv, ss in synonyms],
-                                         config_type=kind, documentation=None))
+                                         config_type=kind, documentation=doc if with_docs else None))
         elif res.resource_type == GROUP_RESOURCE:
             if not broker.allowed(Op.DESCRIBE_CONFIGS, Res.GROUP, res.resource_name):
                 error, message = ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."

@@ -252,3 +252,25 @@ def test_message_max_bytes_set_at_run_time_refuses_a_larger_batch(broker):
     assert refused == ErrorCode.MESSAGE_TOO_LARGE
     assert incremental(broker, node, [("message.max.bytes", DELETE, None)]) == (0, None)
     assert eventually(lambda: produce_batch(broker, topic, records).error_code, 0) == 0
+
+
+def _documentation(client, resource_type: int, name: str, keys: list[str], asked: bool) -> dict[str, bool]:
+    """name -> whether its documentation came (a non-empty string) in DescribeConfigs v4."""
+    R = DescribeConfigsRequest.DescribeConfigsResource
+    answer = client.request(DescribeConfigsRequest[4](resources=[R(
+        resource_type=resource_type, resource_name=name, configuration_keys=keys)],
+        include_synonyms=False, include_documentation=asked))
+    return {c.name: bool(c.documentation) for c in answer.results[0].configs}
+
+
+def test_documentation_comes_only_when_asked(broker):
+    node = _node(broker)
+    topic, error, _ = create_topic(broker)
+    assert error == 0
+    topic_keys, broker_keys = ["retention.ms", "segment.ms"], ["log.retention.ms", "num.io.threads"]
+    assert _documentation(broker, 2, topic, topic_keys, False) == {"retention.ms": False, "segment.ms": False}
+    assert _documentation(broker, 2, topic, topic_keys, True) == {"retention.ms": True, "segment.ms": True}
+    assert _documentation(broker, BROKER, node, broker_keys, False) == {"log.retention.ms": False,
+                                                                        "num.io.threads": False}
+    assert _documentation(broker, BROKER, node, broker_keys, True) == {"log.retention.ms": True,
+                                                                       "num.io.threads": True}
