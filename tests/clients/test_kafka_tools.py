@@ -1,8 +1,9 @@
 """Kafka 4.4's own command-line tools against Gregor and against Kafka 4.4.0: kafka-topics
 (TopicCommand: create, list, describe — through DescribeTopicPartitions in 4.x —, alter, delete),
 kafka-consumer-groups (ConsumerGroupCommand on a consumer-protocol group: list with types,
-describe, reset offsets) and kafka-share-groups (ShareGroupCommand: list, describe, reset the
-start offset), run from the jars of tests/oracle/pom.xml (org.apache.kafka:kafka-tools) with the
+describe, reset offsets), kafka-share-groups (ShareGroupCommand: list, describe, reset the
+start offset) and kafka-configs on brokers (ConfigCommand: a broker's own and the cluster-wide
+dynamic settings added, described with their synonyms, deleted), run from the jars of tests/oracle/pom.xml (org.apache.kafka:kafka-tools) with the
 same arguments and the same checks on both brokers."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ pytestmark = [pytest.mark.kafka_version(KAFKA_4)]
 TOPICS = "org.apache.kafka.tools.TopicCommand"
 GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 SHARE_GROUPS = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+CONFIGS = "org.apache.kafka.tools.ConfigCommand"
 
 
 @pytest.fixture(params=[GREGOR, KAFKA])
@@ -135,3 +137,37 @@ def test_kafka_share_groups_lists_describes_and_resets_a_share_group(broker):
     [moved] = _table([line for line in done.stdout.splitlines() if line.strip()])
     assert (moved["GROUP"], moved["TOPIC"], moved["PARTITION"], moved["NEW-OFFSET"]) == (
         "tool-share", "queued", "0", "0"), moved
+
+
+def test_kafka_configs_alters_describes_and_deletes_dynamic_broker_settings(broker):
+    b = broker.bootstrap
+    node = _tool(CONFIGS, b, "--describe", "--entity-type", "brokers")[0].split()[-2]  # "... for broker N are:"
+    brokers, default = ("--entity-type", "brokers", "--entity-name", node), ("--entity-type", "brokers",
+                                                                             "--entity-default")
+    _tool(CONFIGS, b, "--alter", *brokers, "--add-config", "log.cleaner.threads=2,message.max.bytes=2000000")
+    _tool(CONFIGS, b, "--alter", *default, "--add-config", "log.retention.ms=2000000")
+    # Kafka 4.4 also lists min.insync.replicas, which its storage format sets cluster-wide (docs/compatibility.md)
+    deadline = time.monotonic() + 20
+    while True:
+        own = _tool(CONFIGS, b, "--describe", *brokers)
+        if len(own) == 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert own == [
+        f"Dynamic configs for broker {node} are:",
+        ("  log.cleaner.threads=2 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.threads=2, "
+        "DEFAULT_CONFIG:log.cleaner.threads=1}"),
+        ("  message.max.bytes=2000000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:message.max.bytes=2000000, "
+        "DEFAULT_CONFIG:message.max.bytes=1048588}")], own
+    assert [line for line in _tool(CONFIGS, b, "--describe", *default) if "min.insync.replicas" not in line] == [
+        "Default configs for brokers in the cluster are:",
+        "  log.retention.ms=2000000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=2000000}"]
+    _tool(CONFIGS, b, "--alter", *brokers, "--delete-config", "log.cleaner.threads,message.max.bytes")
+    _tool(CONFIGS, b, "--alter", *default, "--delete-config", "log.retention.ms")
+    deadline = time.monotonic() + 20
+    while True:
+        own = _tool(CONFIGS, b, "--describe", *brokers)
+        if len(own) == 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert own == [f"Dynamic configs for broker {node} are:"]
