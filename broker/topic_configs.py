@@ -1,7 +1,8 @@
 """Kafka 3.9's topic configs with their defaults and types, as a real broker
 reports them (recorded in tests/conformance/reference/kafka-3.9.0, 09_describe_configs_topic),
-plus Gregor's own topic configs. Broker-wide settings override the defaults of
-the topic configs they correspond to (see Broker.topic_config).
+plus Gregor's own topic configs, and what each does in Gregor (DescribeConfigs' documentation).
+Broker-wide settings override the defaults of the topic configs they correspond to (see
+Broker.topic_config and broker/config_sources.py).
 """
 
 from __future__ import annotations

@@ -344,9 +344,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _print_settings(args: argparse.Namespace, out: TextIO) -> int:
     from broker.config import SETTINGS
+    from broker.dynamic_configs import APPLIED
 
     for name, (_, default, text) in sorted(SETTINGS.items()):
-        print(f"{name}={default}    # {text}", file=out)
+        dynamic = " (changes at run time too: docs/operations.md)" if name in APPLIED else ""
+        print(f"{name}={default}    # {text}{dynamic}", file=out)
     return 0
 
 

@@ -69,6 +69,14 @@ def test_settings_into_a_closed_pipe_ends_quietly():
     assert done.returncode == 0 and done.stderr == "" and done.stdout.count("\n") == 1
 
 
+def test_settings_marks_the_ones_that_change_at_run_time():
+    done = subprocess.run([sys.executable, "-m", "broker", "settings"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, check=False)
+    lines = {line.split("=", 1)[0]: line for line in done.stdout.splitlines()}
+    assert "changes at run time too" in lines["log.retention.ms"]
+    assert "changes at run time too" not in lines["flush.mode"]
+
+
 @pytest.mark.parametrize("setting, words", [
     ("group.consumer.session.timeout.ms=30000", "between group.consumer.min.session.timeout.ms"),
     ("group.consumer.heartbeat.interval.ms=20000", "between group.consumer.min.heartbeat.interval.ms"),
