@@ -1,6 +1,6 @@
 """Where a config's value comes from, as DescribeConfigs reports it: a broker setting's layers
-(dynamic for this broker, dynamic cluster-wide default, static, default) and a topic config's
-synonyms, in Kafka 4.4's order (kafka.server.ConfigHelper.configSynonyms, DynamicBrokerConfig.
+(dynamic for this broker, dynamic cluster-wide default, static, default), a topic config's and a
+group config's synonyms, in Kafka 4.4's order (kafka.server.ConfigHelper.configSynonyms, DynamicBrokerConfig.
 brokerConfigSynonyms, ServerTopicConfigSynonyms as a live 4.4.0 broker reports them).
 
 Gregor has no log.retention.hours or log.retention.minutes: its default log.retention.ms of 7 days is
@@ -19,7 +19,7 @@ from broker.dynamic_configs import DYNAMIC, LISTENER_PREFIX, base_name
 from broker.topic_configs import TOPIC_CONFIGS
 
 DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
-STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG, DYNAMIC_GROUP_CONFIG = 4, 5, 8
 Synonym = tuple[str, str | None, int]  # (name, value, config_source)
 
 _RETENTION = ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
@@ -122,3 +122,15 @@ def topic_config(layers: Layers, name: str, overrides: Mapping[str, str]) -> tup
     if source != DYNAMIC_TOPIC_CONFIG and first in _TO_MS and value is not None:
         value = str(int(value) * _TO_MS[first])
     return value, source, synonyms
+
+
+def group_config(layers: Layers, name: str, value: str, set_here: bool,
+                 own_default: str | None) -> tuple[int, list[Synonym]]:
+    """(config_source, synonyms) of a group config: set for the group, then the broker setting it
+    defaults from (group.<name>), or its own default when it has none there (Kafka 4.4's GroupConfig)."""
+    synonyms: list[Synonym] = [(name, value, DYNAMIC_GROUP_CONFIG)] if set_here else []
+    if own_default is None:
+        synonyms += layers.entries("group." + name)
+    else:
+        synonyms.append((name, own_default, DEFAULT_CONFIG))
+    return (synonyms[0][2] if synonyms else DEFAULT_CONFIG), synonyms

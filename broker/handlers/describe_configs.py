@@ -6,18 +6,25 @@ what it does in Gregor (a group config's: null)."""
 from __future__ import annotations
 
 from broker.broker import Broker
+from broker.config_sources import group_config
+from broker.groups.share_coordinator import GROUP_CONFIGS
 from broker.handlers.broker_configs import describe_broker
 from broker.handlers.group_configs import GROUP_RESOURCE, describe_group
 from broker.handlers.topics import BROKER_RESOURCE, TOPIC_RESOURCE, topic_entries
 from broker.security.acl import CLUSTER_NAME, Op, Res
-from broker.topic_configs import INT, STRING, TOPIC_CONFIG_DOCS
+from broker.topic_configs import BOOLEAN, INT, STRING, TOPIC_CONFIG_DOCS
 from protocol.codec import Request
 from protocol.errors import ErrorCode
 
-DEFAULT_CONFIG = 5
-DYNAMIC_GROUP_CONFIG = 8  # Kafka's ConfigSource for a group config set with IncrementalAlterConfigs
 TOPIC_REFUSED_MESSAGE = "Topic authorization failed."  # Kafka's Errors messages
 CLUSTER_REFUSED_MESSAGE = "Cluster authorization failed."
+
+
+def _group_type(name: str, value: str) -> int:
+    """A group config's config_type as Kafka 4.4 reports it."""
+    if name.endswith(".enable"):
+        return BOOLEAN
+    return INT if value.lstrip("-").isdigit() and name.endswith((".ms", ".limit")) else STRING
 
 
 async def handle_describe_configs(broker: Broker, request: Request):
@@ -71,11 +78,15 @@ async def handle_describe_configs(broker: Broker, request: Request):
             if not broker.allowed(Op.DESCRIBE_CONFIGS, Res.GROUP, res.resource_name):
                 error, message = ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
             else:
+                broker.refresh_dynamic()
+                layers = broker.settings.layers()
                 for name, value, here in describe_group(broker, res.resource_name, keys):
-                    entries.append(Entry(name=name, value=value, read_only=False,
-                                         config_source=DYNAMIC_GROUP_CONFIG if here else DEFAULT_CONFIG,
-                                         is_sensitive=False, synonyms=[],
-                                         config_type=STRING if not value.isdigit() else INT, documentation=None))
+                    source, synonyms = group_config(layers, name, value, here, GROUP_CONFIGS[name])
+                    entries.append(Entry(name=name, value=value, read_only=False, config_source=source,
+                                         is_sensitive=False,
+                                         synonyms=[Synonym(name=n, value=v, source=s) for n, v, s in synonyms]
+                                         if with_synonyms else [],
+                                         config_type=_group_type(name, value), documentation=None))
         else:
             error, message = ErrorCode.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}"
         results.append(Result(error_code=error, error_message=message, resource_type=res.resource_type,

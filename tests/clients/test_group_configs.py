@@ -1,6 +1,7 @@
 """Group configs (IncrementalAlterConfigs on a GROUP resource) against Gregor and Kafka 4.4.0: the
-values Kafka refuses get its error and message on both, and a consumer-protocol group's own
-heartbeat interval (consumer.heartbeat.interval.ms) is what its members are told to use."""
+values Kafka refuses get its error and message on both, DescribeConfigs gives each its source, type
+and synonyms as Kafka does, and a consumer-protocol group's own heartbeat interval
+(consumer.heartbeat.interval.ms) is what its members are told to use."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ import uuid
 
 import pytest
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+from kafka.protocol.admin import DescribeConfigsRequest
 
 from protocol.errors import ErrorCode
 from protocol.kip848 import ConsumerGroupHeartbeatRequest
@@ -81,3 +90,37 @@ def test_a_consumer_protocol_groups_own_heartbeat_interval_is_given_to_its_membe
         assert (other.error_code, other.heartbeat_interval_ms) == (0, 5000), other  # the broker's setting
     finally:
         client.close()
+
+
+def test_group_configs_are_described_with_their_source_type_and_synonyms(broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert _alter(admin, "described", {"share.session.timeout.ms": "50000", "share.auto.offset.reset": "earliest",
+                                       "errors.deadletterqueue.copy.record.enable": "true"}) == (ErrorCode.NONE, "")
+    keys = ["share.session.timeout.ms", "share.auto.offset.reset", "errors.deadletterqueue.copy.record.enable",
+            "share.record.lock.duration.ms"]
+    expected = {
+        "share.session.timeout.ms": ("50000", 8, 3, [("share.session.timeout.ms", "50000", 8),
+                                                      ("group.share.session.timeout.ms", "45000", 5)]),
+        "share.auto.offset.reset": ("earliest", 8, 2, [("share.auto.offset.reset", "earliest", 8),
+                                                        ("share.auto.offset.reset", "latest", 5)]),
+        "errors.deadletterqueue.copy.record.enable": ("true", 8, 1, [
+            ("errors.deadletterqueue.copy.record.enable", "true", 8),
+            ("errors.deadletterqueue.copy.record.enable", "false", 5)]),
+        "share.record.lock.duration.ms": ("30000", 5, 3, [("group.share.record.lock.duration.ms", "30000", 5)]),
+    }
+    client = WireClient(broker.bootstrap)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # Kafka applies a group config a moment after answering
+            answer = client.request(DescribeConfigsRequest[4](resources=[DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=32, resource_name="described", configuration_keys=keys)],
+                include_synonyms=True, include_documentation=False))
+            described = {c.name: (c.value, c.config_source, c.config_type, [(s.name, s.value, s.source)
+                                                                            for s in c.synonyms])
+                         for c in answer.results[0].configs}
+            if described == expected or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    finally:
+        client.close()
+    assert described == expected
