@@ -1,17 +1,21 @@
-"""Gregor's dynamic broker settings in force (broker/broker_settings.py): a connection limit set at run
-time refuses the next connection and lets it in once deleted; settings survive a restart, described
+"""Gregor's dynamic broker settings in force (broker/broker_settings.py): log.retention.ms set at run
+time deletes the expired commitlog segments at the next retention pass; a connection limit set at
+run time refuses the next connection and lets it in once deleted; settings survive a restart, described
 with the same sources and put in force again; what Gregor reads at start only is refused, and a
 value its one commitlog cannot honour too. (The answers Kafka 4.4 gives too: tests/clients/
 test_broker_configs.py.)"""
 
 from __future__ import annotations
 
+import time
+
 from kafka.protocol.metadata import MetadataRequest
 
 from protocol.errors import ErrorCode
+from tests.broker.test_alter_configs_and_delete_records import earliest
 from tests.clients.test_broker_configs import BROKER, DELETE, SET, describe, incremental
 from tests.kit.inprocess import InProcessBroker
-from tests.kit.wire import WireClient, create_topic
+from tests.kit.wire import WireClient, batch, create_topic, produce_batch
 
 METADATA = MetadataRequest[9](topics=[], allow_auto_topic_creation=False, include_topic_authorized_operations=False)
 
@@ -26,6 +30,25 @@ def _answers(bootstrap: str) -> bool:
         return False
     finally:
         client.close()
+
+
+def test_log_retention_ms_set_at_run_time_deletes_expired_segments(tmp_path):
+    # in-process brokers have 8 MiB commitlog segments (tests/kit/gregor.py): ten 1 MB batches roll one
+    b = InProcessBroker(tmp_path / "data", **{"log.retention.check.interval.ms": "200"}).start()
+    try:
+        admin = b.client()
+        topic, error, _ = create_topic(admin)
+        assert error == 0
+        assert [produce_batch(admin, topic, batch(1, b"x" * 1_000_000)).error_code for _ in range(10)] == [0] * 10
+        time.sleep(1)  # retention passes with the default 7 days: nothing expires
+        assert earliest(admin, topic) == 0
+        assert incremental(admin, "", [("log.retention.ms", SET, "1")]) == (0, None)
+        deadline = time.monotonic() + 10
+        while earliest(admin, topic) == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert 0 < earliest(admin, topic) < 10  # the rolled segment went, the active one stays
+    finally:
+        b.stop()
 
 
 def test_max_connections_per_ip_set_at_run_time_closes_the_next_connection(tmp_path):
