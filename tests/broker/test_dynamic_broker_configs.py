@@ -1,5 +1,6 @@
 """Gregor's dynamic broker settings in force (broker/broker_settings.py): log.retention.ms set at run
-time deletes the expired commitlog segments at the next retention pass; a connection limit set at
+time deletes the expired commitlog segments at the next retention pass; the log cleaner follows
+log.cleaner.min.compaction.lag.ms set and deleted at run time; a connection limit set at
 run time refuses the next connection and lets it in once deleted; settings survive a restart, described
 with the same sources and put in force again; what Gregor reads at start only is refused, and a
 value its one commitlog cannot honour too. (The answers Kafka 4.4 gives too: tests/clients/
@@ -10,12 +11,14 @@ from __future__ import annotations
 import time
 
 from kafka.protocol.metadata import MetadataRequest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
 
 from protocol.errors import ErrorCode
 from tests.broker.test_alter_configs_and_delete_records import earliest
 from tests.clients.test_broker_configs import BROKER, DELETE, SET, describe, incremental
 from tests.kit.inprocess import InProcessBroker
-from tests.kit.wire import WireClient, batch, create_topic, produce_batch
+from tests.kit.wire import WireClient, batch, create_topic, fetch, produce_batch
 
 METADATA = MetadataRequest[9](topics=[], allow_auto_topic_creation=False, include_topic_authorized_operations=False)
 
@@ -47,6 +50,41 @@ def test_log_retention_ms_set_at_run_time_deletes_expired_segments(tmp_path):
         while earliest(admin, topic) == 0 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert 0 < earliest(admin, topic) < 10  # the rolled segment went, the active one stays
+    finally:
+        b.stop()
+
+
+def _keyed(value: bytes) -> bytes:
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    b.append(0, timestamp=int(time.time() * 1000), key=b"k", value=value, headers=[])
+    return bytes(b.build())
+
+
+def _offsets(client, topic: str) -> list[int]:
+    records, found = MemoryRecords(bytes(fetch(client, topic, 0).records or b"")), []
+    while (read := records.next_batch()) is not None:
+        found.extend(r.offset for r in read)
+    return found
+
+
+def test_the_log_cleaner_follows_a_compaction_lag_set_and_deleted_at_run_time(tmp_path):
+    b = InProcessBroker(tmp_path / "data", **{"log.cleaner.backoff.ms": "100"}).start()
+    try:
+        admin = b.client()
+        assert incremental(admin, "", [("log.cleaner.min.compaction.lag.ms", SET, "3600000")]) == (0, None)
+        topic, error, _ = create_topic(admin, {"cleanup.policy": "compact"})
+        assert error == 0
+        assert [produce_batch(admin, topic, _keyed(v)).error_code for v in (b"1", b"2", b"3")] == [0, 0, 0]
+        time.sleep(1)  # ten cleaner runs: every record is younger than the lag
+        assert _offsets(admin, topic) == [0, 1, 2]
+        assert incremental(admin, "", [("log.cleaner.min.compaction.lag.ms", DELETE, None)]) == (0, None)
+        deadline = time.monotonic() + 10
+        while _offsets(admin, topic) == [0, 1, 2] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # the key's first record is superseded; the last batch is not cleanable, so the one before
+        # it is the latest of the cleanable part (docs/storage.md, *Log compaction*)
+        assert _offsets(admin, topic) == [1, 2]
     finally:
         b.stop()
 
