@@ -15,9 +15,10 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 from protocol.errors import ErrorCode
-from tests.broker.test_alter_configs_and_delete_records import earliest
-from tests.clients.test_broker_configs import BROKER, DELETE, SET, describe, incremental
+from tests.kit.broker_configs import BROKER, DELETE, SET, describe, incremental
+from tests.kit.broker_configs import log_start as earliest
 from tests.kit.inprocess import InProcessBroker
+from tests.kit.wait import wait_until
 from tests.kit.wire import WireClient, batch, create_topic, fetch, produce_batch
 
 METADATA = MetadataRequest[9](topics=[], allow_auto_topic_creation=False, include_topic_authorized_operations=False)
@@ -46,10 +47,8 @@ def test_log_retention_ms_set_at_run_time_deletes_expired_segments(tmp_path):
         time.sleep(1)  # retention passes with the default 7 days: nothing expires
         assert earliest(admin, topic) == 0
         assert incremental(admin, "", [("log.retention.ms", SET, "1")]) == (0, None)
-        deadline = time.monotonic() + 10
-        while earliest(admin, topic) == 0 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert 0 < earliest(admin, topic) < 10  # the rolled segment went, the active one stays
+        moved = wait_until(lambda: earliest(admin, topic), 10, "the log start moving")
+        assert 0 < moved < 10  # the rolled segment went, the active one stays
     finally:
         b.stop()
 
@@ -79,9 +78,7 @@ def test_the_log_cleaner_follows_a_compaction_lag_set_and_deleted_at_run_time(tm
         time.sleep(1)  # ten cleaner runs: every record is younger than the lag
         assert _offsets(admin, topic) == [0, 1, 2]
         assert incremental(admin, "", [("log.cleaner.min.compaction.lag.ms", DELETE, None)]) == (0, None)
-        deadline = time.monotonic() + 10
-        while _offsets(admin, topic) == [0, 1, 2] and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: _offsets(admin, topic) != [0, 1, 2], 10, "a clean")
         # the key's first record is superseded; the last batch is not cleanable, so the one before
         # it is the latest of the cleanable part (docs/storage.md, *Log compaction*)
         assert _offsets(admin, topic) == [1, 2]

@@ -9,17 +9,26 @@ from __future__ import annotations
 import time
 
 import pytest
-from kafka.protocol.admin import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
-from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.admin import DescribeConfigsRequest
 
 from protocol.errors import ErrorCode
 from tests.kit.both import GREGOR, KAFKA, connect, started
+from tests.kit.broker_configs import (
+    APPEND,
+    BROKER,
+    DELETE,
+    SET,
+    SUBTRACT,
+    describe,
+    incremental,
+    legacy,
+    settled,
+)
+from tests.kit.broker_configs import node_id as _node
 from tests.kit.wire import batch, create_topic, produce_batch
 
 KAFKA_4 = "4.4.0"
 pytestmark = [pytest.mark.kafka_version(KAFKA_4)]
-BROKER = 4
-SET, DELETE, APPEND, SUBTRACT = range(4)
 # the same static setting on both: Kafka then names log.retention.ms STATIC_BROKER_CONFIG, as Gregor
 STATIC = {"log.retention.ms": "360000000"}
 
@@ -32,50 +41,6 @@ def broker(request, tmp_path):
             yield client
         finally:
             client.close()
-
-
-def _node(client) -> str:
-    answer = client.request(MetadataRequest[9](topics=[], allow_auto_topic_creation=False,
-                                               include_topic_authorized_operations=False))
-    return str(answer.brokers[0].node_id)
-
-
-def incremental(client, name: str, ops, validate_only: bool = False) -> tuple[int, str | None]:
-    R = IncrementalAlterConfigsRequest.AlterConfigsResource
-    answer = client.request(IncrementalAlterConfigsRequest[1](resources=[R(
-        resource_type=BROKER, resource_name=name, configs=[R.AlterableConfig(name=n, config_operation=o, value=v)
-                                                          for n, o, v in ops])], validate_only=validate_only))
-    return answer.responses[0].error_code, answer.responses[0].error_message
-
-
-def legacy(client, name: str, configs: dict[str, str | None], validate_only: bool = False) -> tuple[int, str | None]:
-    R = AlterConfigsRequest.AlterConfigsResource
-    answer = client.request(AlterConfigsRequest[2](resources=[R(
-        resource_type=BROKER, resource_name=name, configs=[R.AlterableConfig(name=n, value=v)
-                                                          for n, v in configs.items()])], validate_only=validate_only))
-    return answer.responses[0].error_code, answer.responses[0].error_message
-
-
-def describe(client, resource_type: int, name: str, keys: list[str]) -> dict[str, tuple]:
-    """name -> (value, read_only, source, [synonyms as (name, value, source)]) of the keys listed."""
-    R = DescribeConfigsRequest.DescribeConfigsResource
-    answer = client.request(DescribeConfigsRequest[4](resources=[R(
-        resource_type=resource_type, resource_name=name, configuration_keys=keys)],
-        include_synonyms=True, include_documentation=False))
-    result = answer.results[0]
-    assert result.error_code == 0, result
-    return {c.name: (c.value, c.read_only, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
-            for c in result.configs}
-
-
-def eventually(read, expected, seconds: float = 20.0):
-    """`read()` once it equals `expected` (Kafka applies a dynamic config a moment after answering)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        got = read()
-        if got == expected or time.monotonic() > deadline:
-            return got
-        time.sleep(0.3)
 
 
 INVALID_REQUEST, INVALID_CONFIG = ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_CONFIG
@@ -191,7 +156,7 @@ def test_a_setting_set_per_broker_and_by_default_is_described_with_its_sources_a
                                                     ("log.segment.bytes", "1073741824", 5)]),
         "message.max.bytes": ("1048588", False, 5, [("message.max.bytes", "1048588", 5)]),
     }
-    assert eventually(lambda: describe(broker, BROKER, node, KEYS), expected) == expected
+    assert settled(lambda: describe(broker, BROKER, node, KEYS), expected) == expected
     assert describe(broker, BROKER, "", KEYS) == {
         "log.retention.ms": ("2000000", False, 3, [("log.retention.ms", "2000000", 3)]),
         "log.segment.bytes": ("2000000", False, 3, [("log.segment.bytes", "2000000", 3)])}
@@ -200,7 +165,7 @@ def test_a_setting_set_per_broker_and_by_default_is_described_with_its_sources_a
     assert incremental(broker, "", [("log.segment.bytes", DELETE, None)]) == (0, None)
     expected.update({"num.io.threads": ("8", False, 5, [("num.io.threads", "8", 5)]),
                      "log.segment.bytes": ("1073741824", False, 5, [("log.segment.bytes", "1073741824", 5)])})
-    assert eventually(lambda: describe(broker, BROKER, node, KEYS), expected) == expected
+    assert settled(lambda: describe(broker, BROKER, node, KEYS), expected) == expected
 
 
 TOPIC_KEYS = ["retention.ms", "segment.bytes", "max.message.bytes", "delete.retention.ms", "message.timestamp.type",
@@ -237,7 +202,7 @@ def test_a_topics_configs_follow_the_broker_settings_they_default_from(broker):
     expected_plain = {**common,
                       "retention.ms": ("1000000", False, 2, retention),
                       "cleanup.policy": ("delete", False, 5, [("log.cleanup.policy", "delete", 5)])}
-    assert eventually(lambda: describe(broker, 2, own, TOPIC_KEYS), expected_own) == expected_own
+    assert settled(lambda: describe(broker, 2, own, TOPIC_KEYS), expected_own) == expected_own
     assert describe(broker, 2, plain, TOPIC_KEYS) == expected_plain
 
 
@@ -248,10 +213,10 @@ def test_message_max_bytes_set_at_run_time_refuses_a_larger_batch(broker):
     records = batch(1, b"x" * 5000)
     assert produce_batch(broker, topic, records).error_code == 0
     assert incremental(broker, node, [("message.max.bytes", SET, "2000")]) == (0, None)
-    refused = eventually(lambda: produce_batch(broker, topic, records).error_code, ErrorCode.MESSAGE_TOO_LARGE)
+    refused = settled(lambda: produce_batch(broker, topic, records).error_code, ErrorCode.MESSAGE_TOO_LARGE)
     assert refused == ErrorCode.MESSAGE_TOO_LARGE
     assert incremental(broker, node, [("message.max.bytes", DELETE, None)]) == (0, None)
-    assert eventually(lambda: produce_batch(broker, topic, records).error_code, 0) == 0
+    assert settled(lambda: produce_batch(broker, topic, records).error_code, 0) == 0
 
 
 def _documentation(client, resource_type: int, name: str, keys: list[str], asked: bool) -> dict[str, bool]:

@@ -23,6 +23,7 @@ from kafka.protocol.admin import DescribeConfigsRequest
 from protocol.errors import ErrorCode
 from protocol.kip848 import ConsumerGroupHeartbeatRequest
 from tests.kit.both import GREGOR, KAFKA, started
+from tests.kit.broker_configs import GROUP, settled
 from tests.kit.wire import WireClient
 
 KAFKA_4 = "4.4.0"
@@ -109,18 +110,14 @@ def test_group_configs_are_described_with_their_source_type_and_synonyms(broker)
         "share.record.lock.duration.ms": ("30000", 5, 3, [("group.share.record.lock.duration.ms", "30000", 5)]),
     }
     client = WireClient(broker.bootstrap)
+
+    def described() -> dict:
+        answer = client.request(DescribeConfigsRequest[4](resources=[DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=GROUP, resource_name="described", configuration_keys=keys)],
+            include_synonyms=True, include_documentation=False))
+        return {c.name: (c.value, c.config_source, c.config_type, [(s.name, s.value, s.source) for s in c.synonyms])
+                for c in answer.results[0].configs}
     try:
-        deadline = time.monotonic() + 30
-        while True:  # Kafka applies a group config a moment after answering
-            answer = client.request(DescribeConfigsRequest[4](resources=[DescribeConfigsRequest.DescribeConfigsResource(
-                resource_type=32, resource_name="described", configuration_keys=keys)],
-                include_synonyms=True, include_documentation=False))
-            described = {c.name: (c.value, c.config_source, c.config_type, [(s.name, s.value, s.source)
-                                                                            for s in c.synonyms])
-                         for c in answer.results[0].configs}
-            if described == expected or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
+        assert settled(described, expected, 30) == expected  # Kafka applies a group config a moment after answering
     finally:
         client.close()
-    assert described == expected

@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, ShareConsumer
 
 from tests.kit.both import GREGOR, KAFKA, started
+from tests.kit.broker_configs import settled
 from tests.kit.kafka import kafka_libs
 
 KAFKA_4 = "4.4.0"
@@ -146,28 +147,19 @@ def test_kafka_configs_alters_describes_and_deletes_dynamic_broker_settings(brok
                                                                              "--entity-default")
     _tool(CONFIGS, b, "--alter", *brokers, "--add-config", "log.cleaner.threads=2,message.max.bytes=2000000")
     _tool(CONFIGS, b, "--alter", *default, "--add-config", "log.retention.ms=2000000")
-    # Kafka 4.4 also lists min.insync.replicas, which its storage format sets cluster-wide (docs/compatibility.md)
-    deadline = time.monotonic() + 20
-    while True:
-        own = _tool(CONFIGS, b, "--describe", *brokers)
-        if len(own) == 3 or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    settled(lambda: len(_tool(CONFIGS, b, "--describe", *brokers)), 3)  # Kafka: a moment after answering
+    own = _tool(CONFIGS, b, "--describe", *brokers)
     assert own == [
         f"Dynamic configs for broker {node} are:",
         ("  log.cleaner.threads=2 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.threads=2, "
         "DEFAULT_CONFIG:log.cleaner.threads=1}"),
         ("  message.max.bytes=2000000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:message.max.bytes=2000000, "
         "DEFAULT_CONFIG:message.max.bytes=1048588}")], own
+    # Kafka 4.4 also lists min.insync.replicas, which its storage format sets cluster-wide (docs/compatibility.md)
     assert [line for line in _tool(CONFIGS, b, "--describe", *default) if "min.insync.replicas" not in line] == [
         "Default configs for brokers in the cluster are:",
         "  log.retention.ms=2000000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=2000000}"]
     _tool(CONFIGS, b, "--alter", *brokers, "--delete-config", "log.cleaner.threads,message.max.bytes")
     _tool(CONFIGS, b, "--alter", *default, "--delete-config", "log.retention.ms")
-    deadline = time.monotonic() + 20
-    while True:
-        own = _tool(CONFIGS, b, "--describe", *brokers)
-        if len(own) == 1 or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert own == [f"Dynamic configs for broker {node} are:"]
+    settled(lambda: len(_tool(CONFIGS, b, "--describe", *brokers)), 1)
+    assert _tool(CONFIGS, b, "--describe", *brokers) == [f"Dynamic configs for broker {node} are:"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from kafka.protocol.admin import CreateTopicsRequest
 
-from tests.clients.test_broker_configs import BROKER, SET, describe, incremental
 from tests.cluster.admin_calls import _until
+from tests.kit.broker_configs import BROKER, SET, describe, incremental
 from tests.kit.wire import WireClient
 
 
