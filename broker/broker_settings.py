@@ -7,6 +7,7 @@ by replication is put in force when `reload` sees the store's count move. Never 
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from broker.config import SETTINGS, BrokerConfig
@@ -18,6 +19,8 @@ from store.state import BROKER_CONFIG
 if TYPE_CHECKING:
     from broker.broker import ConnectionCounts
     from store import Store
+
+log = logging.getLogger("gregor.settings")
 
 
 class BrokerSettings:
@@ -58,7 +61,12 @@ class BrokerSettings:
         and log cleaner, the connection limits."""
         for name in APPLIED:
             text = self.per_broker.get(name, self.cluster_default.get(name))
-            self.config.values[name] = self.static_values[name] if text is None else _parsed(name, text)
+            try:
+                self.config.values[name] = self.static_values[name] if text is None else _parsed(name, text)
+            except ValueError:  # checked when set; a record written otherwise is not put in force
+                log.warning("dynamic setting %s=%r is not a valid value: %s stays %s", name, text, name,
+                            self.static_values[name])
+                self.config.values[name] = self.static_values[name]
         self.store.reconfigure(self.config.store_config())
         connections.max_total = self.config["max.connections"]
         connections.max_per_ip = self.config["max.connections.per.ip"]

@@ -14,6 +14,8 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
+from broker.dynamic_configs import DEFAULT_NODE
+from broker.security.dynamic_tls import state_key
 from protocol.errors import ErrorCode
 from tests.kit.broker_configs import BROKER, DELETE, SET, describe, incremental
 from tests.kit.broker_configs import log_start as earliest
@@ -137,5 +139,18 @@ def test_what_gregor_reads_at_start_or_cannot_honour_is_refused(tmp_path):
         code, message = incremental(admin, "", [("message.max.bytes", SET, "2000000000")])
         assert (code, "commitlog.segment.bytes" in message) == (ErrorCode.INVALID_CONFIG, True)
         assert describe(admin, BROKER, "", ["log.retention.bytes", "message.max.bytes"]) == {}
+    finally:
+        b.stop()
+
+
+def test_a_stored_value_that_does_not_parse_is_not_put_in_force(tmp_path):
+    """A dynamic setting is checked when set; one written otherwise (by another version, say) leaves
+    the static value in force, and the broker goes on answering."""
+    b = InProcessBroker(tmp_path / "data").start()
+    try:
+        b.broker.store.write_state([(state_key(DEFAULT_NODE, "message.max.bytes"), b"many")])
+        admin = b.client()
+        wait_until(lambda: describe(admin, BROKER, "", ["message.max.bytes"]), 5, "the record described")
+        assert describe(admin, BROKER, "0", ["message.max.bytes"])["message.max.bytes"][0] == "1048588"
     finally:
         b.stop()
