@@ -133,8 +133,7 @@ class Broker:
         # (broker/cluster/node.py), which the server sets when zookeeper.connect is
         self.topology: Topology = SingleNode(store, self.node_id, config["broker.rack"] or None, log.warning)
         self.metrics = BrokerMetrics()  # its state's gauges are added by the admin API (broker/net/state_metrics.py)
-        # dynamic settings over the static ones (broker/broker_settings.py), TLS files included
-        self.settings = BrokerSettings(config, store, self.node_id)
+        self.settings = BrokerSettings(config, store, self.node_id)  # dynamic over static, TLS files too
         self.refresh_dynamic()
         self.listener_tls: dict[str, ssl.SSLContext] = {}  # TLS listener name -> its context (load_listener_tls)
         self.served_certificates: dict[str, dict] = {}  # lower-case listener name -> the certificate it serves
