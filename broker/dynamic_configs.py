@@ -4,9 +4,10 @@ and its reconfigurables' checks), with Kafka's error codes and messages.
 
 A setting is set for one broker (resource name: its node id) or for every broker (the cluster-wide
 default, an empty name). The broker keeps the changes (broker/handlers/broker_configs.py) and puts
-APPLIED ones in force (Broker.refresh_dynamic); the rest of Kafka's dynamic settings have no
-counterpart in Gregor (threads of a JVM broker, remote storage, Kerberos) and are kept and described
-as Kafka keeps them, with no effect. Pure data and checks: no I/O here.
+APPLIED ones in force (Broker.refresh_dynamic); those Gregor reads at start only (NOT_APPLIED) are
+refused as Kafka refuses a static setting; the rest of Kafka's dynamic settings have no counterpart
+in Gregor (threads of a JVM broker, remote storage, Kerberos) and are kept and described as Kafka
+keeps them, with no effect. Pure data and checks: no I/O here.
 """
 
 from __future__ import annotations
