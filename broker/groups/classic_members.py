@@ -9,6 +9,7 @@ broker/groups/consumer_group.py whose groups it acts on."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
@@ -19,6 +20,8 @@ from broker.groups.reconcile import FencedMember, MemberState, Partitions
 from protocol.errors import ErrorCode
 
 PROTOCOL_TYPE = "consumer"  # the embedded protocol every member of a consumer-protocol group speaks
+# what kafka-python's decoders raise for bytes that are not what they read (random bytes: these two)
+UNREADABLE = (ValueError, struct.error, UnicodeDecodeError, IndexError)
 
 
 def subscription(metadata: bytes) -> ConsumerProtocolSubscription | None:
@@ -26,7 +29,7 @@ def subscription(metadata: bytes) -> ConsumerProtocolSubscription | None:
     knows are read as its newest, as Kafka's ConsumerProtocol reads them."""
     try:
         return ConsumerProtocolSubscription.decode(metadata)
-    except Exception:  # kafka-python raises several types for bytes that are not a subscription
+    except UNREADABLE:
         return None
 
 
@@ -36,7 +39,7 @@ def assigned_partitions(data: bytes) -> dict[str, frozenset[int]] | None:
         return {}
     try:
         decoded = ConsumerProtocolAssignment.decode(data)
-    except Exception:  # as in subscription()
+    except UNREADABLE:
         return None
     found: dict[str, frozenset[int]] = {}
     for tp in decoded.assigned_partitions or []:

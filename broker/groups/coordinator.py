@@ -24,7 +24,15 @@ import trio
 
 from broker.config import BrokerConfig
 from broker.groups import classic_members, migration
-from broker.groups.consumer_group import LEAVE_EPOCH, Answer, ConsumerGroup, Heartbeat, Settings, durable, load
+from broker.groups.consumer_group import (
+    LEAVE_EPOCH,
+    Answer,
+    ConsumerGroup,
+    Heartbeat,
+    Settings,
+    durable,
+    load,
+)
 from broker.groups.member import JoinRequest, JoinResult, SyncResult
 from broker.groups.state import Group, GroupState
 from protocol.errors import ErrorCode

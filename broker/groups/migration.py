@@ -11,7 +11,8 @@ from collections.abc import Mapping
 
 from broker.groups.classic_members import PROTOCOL_TYPE, assigned_partitions, encoded_assignment, subscription
 from broker.groups.consumer_group import ClassicProtocol, ConsumerGroup, Member, Settings
-from broker.groups.member import JoinResult, Member as ClassicMember, SyncResult
+from broker.groups.member import JoinResult, SyncResult
+from broker.groups.member import Member as ClassicMember
 from broker.groups.reconcile import MemberAssignment, MemberState
 from broker.groups.state import Group, GroupState
 from protocol.errors import ErrorCode

@@ -29,14 +29,14 @@ from compat_tests.clients import (
 try:
     from confluent_kafka import (
         OFFSET_BEGINNING,
-        AcknowledgeType,
-        ShareConsumer,
         OFFSET_END,
+        AcknowledgeType,
         Consumer,
         IsolationLevel,
         KafkaError,
         KafkaException,
         Producer,
+        ShareConsumer,
         TopicPartition,
     )
     from confluent_kafka.admin import (

@@ -5,6 +5,7 @@ never through the mapping, and a large batch in a writable buffer is written fro
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from store import entry as E
 from store.commitlog import DIRECT_BYTES, CommitLog
@@ -30,7 +31,7 @@ def test_appending_faults_nothing_of_the_mapping_in(tmp_path):
     log = CommitLog(tmp_path, 1 << 24)
     for size in (100, DIRECT_BYTES, DIRECT_BYTES * 2):
         log.append(memoryview(bytearray(os.urandom(size))), bytes(16), b"t", 0, 0, 1, 1, 1)
-    smaps = open("/proc/self/smaps").read().split("\n")
+    smaps = Path("/proc/self/smaps").read_text().split("\n")
     at = next(i for i, line in enumerate(smaps) if line.endswith(str(log.active.path)))
     rss = next(int(line.split()[1]) for line in smaps[at + 1:] if line.startswith("Rss:"))
     assert rss == 0  # a store through the mapping would have made its pages resident here
