@@ -17,7 +17,7 @@ from broker.security import dynamic_tls
 from store.state import BROKER_CONFIG
 
 if TYPE_CHECKING:
-    from broker.broker import ConnectionCounts
+    from broker.net.connection_limits import ConnectionCounts
     from store import Store
 
 log = logging.getLogger("gregor.settings")
