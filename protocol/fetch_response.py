@@ -1,4 +1,4 @@
-"""FetchResponse v0-v12 body encoder that leaves the record batches where they are.
+"""FetchResponse v0-v18 body encoder that leaves the record batches where they are.
 
 kafka-python's encoder wants each partition's records as one bytes object, so a
 fetch used to copy every batch out of the commitlog's mmap (b"".join), again into
@@ -11,19 +11,23 @@ the page cache to the socket with no Python-level copy.
 
 The layout is Kafka's FetchResponse.json; tests/protocol/test_fetch_response.py
 checks the joined bytes against kafka-python's encoder for every version. Versions 0-3
-carry down-converted message sets (protocol/down_convert.py), bytes rather than views.
+carry down-converted message sets (protocol/down_convert.py), bytes rather than views. From v13
+a topic is named by its id; from v16 the current leader of a partition that answers
+NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH and its node's endpoint ride in tagged fields.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
 from protocol.produce_response import _count, _string, _uvarint
 
 FLEXIBLE_FROM = 12
-MIN_VERSION, MAX_VERSION = 0, 12
+TOPIC_IDS_FROM = 13
+MIN_VERSION, MAX_VERSION = 0, 18
 
 Buffer = bytes | memoryview
 
@@ -33,6 +37,8 @@ _PART_FIXED = struct.Struct(">ihqq")  # partition, error_code, high_watermark, l
 _PART_V0 = struct.Struct(">ihq")  # v0-v3: partition, error_code, high_watermark
 _I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")  # producer_id, first_offset
+# a partition's tagged fields holding tag 1, CurrentLeader: 1 field, tag 1, 9 bytes (leader_id, leader_epoch, no tags)
+_CURRENT_LEADER = struct.Struct(">BBBiiB")
 
 
 class PartitionResult(NamedTuple):
@@ -44,6 +50,7 @@ class PartitionResult(NamedTuple):
     aborted_transactions: list[tuple[int, int]] | None
     preferred_read_replica: int
     records: Sequence[Buffer] | None  # the batches, in order; None is a null records field
+    current_leader: tuple[int, int] | None = None  # v12+ tagged (leader_id, leader_epoch); None: not sent
 
 
 def error_partition(partition: int, error_code: int, high_watermark: int = -1,
@@ -54,10 +61,18 @@ def error_partition(partition: int, error_code: int, high_watermark: int = -1,
                            aborted, -1, ())
 
 
-def encode_fetch_response(version: int, topics: list[tuple[str, list[PartitionResult]]],
+class NodeEndpoint(NamedTuple):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+def encode_fetch_response(version: int, topics: list[tuple[str | uuid.UUID, list[PartitionResult]]],
                           throttle_time_ms: int = 0, error_code: int = 0,
-                          session_id: int = 0) -> list[Buffer]:
-    """The body as a list of buffers whose concatenation is the encoded response."""
+                          session_id: int = 0, node_endpoints: Sequence[NodeEndpoint] = ()) -> list[Buffer]:
+    """The body as a list of buffers whose concatenation is the encoded response. A topic is its
+    name up to v12 and its id (a UUID) from v13."""
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise ValueError(f"FetchResponse v{version} is not encoded here")
     flexible = version >= FLEXIBLE_FROM
@@ -69,8 +84,9 @@ def encode_fetch_response(version: int, topics: list[tuple[str, list[PartitionRe
     else:
         head = bytearray(_I32.pack(throttle_time_ms) if version >= 1 else b"")
     head += _count(len(topics), flexible)
+    by_id = version >= TOPIC_IDS_FROM
     for topic, partitions in topics:
-        head += _string(topic, flexible)
+        head += topic.bytes if by_id else _string(topic, flexible)
         head += _count(len(partitions), flexible)
         for p in partitions:
             if version < 4:  # no transactions yet: no last stable offset, no aborted list
@@ -99,8 +115,23 @@ def encode_fetch_response(version: int, topics: list[tuple[str, list[PartitionRe
                     out.append(bytes(head))
                     out.extend(records)
                     head = bytearray()
-            head += tags  # the partition's tagged fields: none
+            if flexible and p.current_leader is not None:
+                head += _CURRENT_LEADER.pack(1, 1, 9, p.current_leader[0], p.current_leader[1], 0)
+            else:
+                head += tags  # the partition's tagged fields: none
         head += tags
-    head += tags
+    if version >= 16 and node_endpoints:
+        head += _node_endpoints(node_endpoints)
+    else:
+        head += tags
     out.append(bytes(head))
     return out
+
+
+def _node_endpoints(nodes: Sequence[NodeEndpoint]) -> bytes:
+    """The response's tagged fields holding tag 0, NodeEndpoints (v16+)."""
+    field = bytearray(_count(len(nodes), True))
+    for node in nodes:
+        field += _I32.pack(node.node_id) + _string(node.host, True) + _I32.pack(node.port)
+        field += _string(node.rack, True) + b"\x00"
+    return b"\x01\x00" + _uvarint(len(field)) + bytes(field)
