@@ -22,6 +22,7 @@ from broker.security.acl import ACL_PREFIX, Acl, Authorizer, Op, Res
 from broker.security.auth_limit import FailedLogins
 from broker.broker_settings import BrokerSettings
 from broker.config import BrokerConfig
+from broker.fetch_sessions import FetchSessionCache
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.dead_letters import DeadLetters
 from broker.groups.share_coordinator import ShareCoordinator, ShareSettings
@@ -94,6 +95,7 @@ class Broker:
         self.admin_address: str | None = None  # "host:port" of the admin HTTP API once it listens
         self.listeners: list[Listener] = config.listeners()  # ports replaced by the bound ones
         self.appends = AppendSignals()
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.connections = ConnectionCounts(config["max.connections"], config["max.connections.per.ip"])
         self.failed_logins = FailedLogins(config["connection.failed.authentication.delay.ms"],
                                           config["failed.authentication.limit"], config["failed.authentication.window.ms"])

@@ -162,6 +162,8 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "replica.selector.class": (str, "", ("org.apache.kafka.common.replica.RackAwareReplicaSelector: the master "
                                          "sends a consumer whose client.rack is a follower's rack to that follower "
                                          "(KIP-392 follower fetching); empty: consumers read from the master")),
+    "max.incremental.fetch.session.cache.slots": (int, 1000, ("incremental fetch sessions kept (KIP-227), split "
+                                                              "evenly between 8 shards as Kafka's")),
     "num.partitions": (int, 1, "partitions of an auto-created topic"),
     "auto.create.topics.enable": (_bool, True, "create unknown topics on Metadata/Produce"),
     "default.replication.factor": (int, 1, "replication factor of topics created without one (a broker group's size)"),
@@ -301,6 +303,8 @@ class BrokerConfig:
             raise ConfigError("log.cleaner.min.cleanable.ratio must be between 0 and 1")
         if self.values["log.message.timestamp.type"] not in ("CreateTime", "LogAppendTime"):
             raise ConfigError("log.message.timestamp.type must be CreateTime or LogAppendTime")
+        if self.values["max.incremental.fetch.session.cache.slots"] < 0:
+            raise ConfigError("max.incremental.fetch.session.cache.slots must be 0 or more")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port must be 0-65535, got {self.port}")
         self._check_consumer_group_timing()

@@ -36,7 +36,7 @@ def _spec(request: type[ApiMessage], response: type[ApiMessage], lo: int, hi: in
 
 API_SPECS: dict[int, ApiSpec] = {s.api_key: s for s in (
     _spec(producer.ProduceRequest, producer.ProduceResponse, 0, 11),
-    _spec(consumer.FetchRequest, consumer.FetchResponse, 0, 12),
+    _spec(consumer.FetchRequest, consumer.FetchResponse, 0, 18),
     _spec(consumer.ListOffsetsRequest, consumer.ListOffsetsResponse, 0, 7),
     _spec(metadata.MetadataRequest, metadata.MetadataResponse, 0, 12),
     _spec(consumer.OffsetCommitRequest, consumer.OffsetCommitResponse, 2, 9),

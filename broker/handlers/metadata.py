@@ -69,7 +69,7 @@ async def handle_metadata(broker: Broker, request: Request):
         cluster_ops = (broker.authorized_operations(Res.CLUSTER, CLUSTER_NAME)
                        if broker.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME) else set())
     brokers = [cls.MetadataResponseBroker(node_id=node, host=host, port=port, rack=rack)
-               for node, host, port, rack in _brokers(broker)]
+               for node, host, port, rack in live_nodes(broker)]
     return cls[version](throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
                         controller_id=_controller(broker), topics=topics, authorized_operations=cluster_ops)
 
@@ -81,7 +81,7 @@ def _by_id(broker: Broker, topic_id: uuid.UUID) -> str | uuid.UUID:
     return name if name is not None and broker.permits(Op.DESCRIBE, Res.TOPIC, name) else topic_id
 
 
-def _brokers(broker: Broker) -> list[tuple[int, str, int, str | None]]:
+def live_nodes(broker: Broker) -> list[tuple[int, str, int, str | None]]:
     """The live nodes and their racks: this one as the connection's listener advertises it, the
     others as they registered in ZooKeeper (broker/cluster/zk.py)."""
     me = (broker.node_id, broker.advertised_host, broker.advertised_port, broker.config["broker.rack"] or None)
@@ -117,7 +117,7 @@ async def handle_describe_cluster(broker: Broker, request: Request):
     if body.include_cluster_authorized_operations and broker.authorizer is not None:
         operations = broker.authorized_operations(Res.CLUSTER, CLUSTER_NAME)
     nodes = [cls.DescribeClusterBroker(broker_id=node, host=host, port=port, rack=rack)
-             for node, host, port, rack in _brokers(broker)]
+             for node, host, port, rack in live_nodes(broker)]
     return cls[request.header.api_version](
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1, cluster_id=broker.cluster_id,
         controller_id=_controller(broker), brokers=nodes, authorized_operations=operations)

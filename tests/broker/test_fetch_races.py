@@ -6,17 +6,18 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from broker.fetch_sessions import FetchPartition
 from broker.handlers.fetch import _read_all
 from broker.topology import SingleNode
 from protocol.errors import ErrorCode
 from store import Store
 from tests.store.conftest import append, build_batch, tiny_config
 
+BODY = SimpleNamespace(max_bytes=1 << 20, isolation_level=0)
 
-def _fetch(topic: str) -> SimpleNamespace:
-    partition = SimpleNamespace(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
-    return SimpleNamespace(max_bytes=1 << 20, isolation_level=0,
-                           topics=[SimpleNamespace(topic=topic, partitions=[partition])])
+
+def _fetch(topic: str) -> list:
+    return [((topic, 0), FetchPartition(topic, 0, 1 << 20))]
 
 
 def test_a_topic_deleted_between_the_check_and_the_read_is_unknown(tmp_path):
@@ -33,10 +34,10 @@ def test_a_topic_deleted_between_the_check_and_the_read_is_unknown(tmp_path):
         broker = SimpleNamespace(store=store, topic=metas.get, topology=SingleNode(store, 0, None, print),
                                  config={"replica.selector.class": ""})
         for name in ("gone", "cleared"):
-            topics, size, has_error = _read_all(broker, _fetch(name), 11)
+            topics, size, has_error = _read_all(broker, BODY, 11, _fetch(name))
             assert has_error and size == 0
-            assert [p.error_code for p in topics[0][1]] == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
-        topics, size, has_error = _read_all(broker, _fetch("kept"), 11)
+            assert [r.error_code for _, _, r in topics] == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+        topics, size, has_error = _read_all(broker, BODY, 11, _fetch("kept"))
         assert not has_error and size > 0
     finally:
         store.close()

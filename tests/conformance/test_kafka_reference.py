@@ -33,9 +33,7 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     "01_api_versions_v3": "Gregor reports no supported/finalized features (KRaft metadata.version)",
     "01_api_versions_v4": "Gregor reports no supported/finalized features (KRaft metadata.version)",
     "04_produce_null_records": "Kafka 3.9 never answers a null records field; Gregor answers INVALID_RECORD",
-    "07_fetch_sessions": "Gregor keeps no fetch sessions (session_id 0)",
     "07_fetch_partial_trailing_batch": "Gregor returns whole batches only; Kafka pads with a partial trailing batch",
-    "07_fetch_unknown_topic": "Fetch v13 (topic ids) is not advertised; the connection is closed",
     "09_describe_configs_topic_with_overrides": "no config synonyms; Kafka's reference broker had log.segment.bytes "
                                                 "set statically",
     "09_describe_configs_broker": "Gregor describes its own broker settings, not Kafka's 314",
