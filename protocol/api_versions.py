@@ -94,3 +94,15 @@ INTER_BROKER_SPECS: dict[int, ApiSpec] = {s.api_key: s for s in (
 SPECS_BY_NAME: dict[str, ApiSpec] = {s.name: s for s in (*API_SPECS.values(), *INTER_BROKER_SPECS.values())}
 
 API_VERSIONS_KEY = 18
+
+# ApiVersions v3+ features (KIP-584): only those whose protocol Gregor serves, as name ->
+# (min, max) supported level and the finalized level. group.version 1: KIP-848 consumer groups;
+# share.version 1: share groups (KIP-932), 2: their dead-letter topics (KIP-1191). Not listed
+# (level 0 for clients): transaction.version, whose level 2 would switch the Java 4.x producer to
+# KIP-890 part 2 transactions, streams.version (KIP-1071), metadata.version and kraft.version
+# (KRaft), eligible.leader.replicas.version (KIP-966's ELR).
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {"group.version": (0, 1), "share.version": (0, 2)}
+FINALIZED_FEATURES: dict[str, int] = {"group.version": 1, "share.version": 2}
+# Kafka's finalized features epoch only grows, and a client keeps the features of the highest it
+# saw: raised by one whenever FINALIZED_FEATURES changes, so a client learns of the change.
+FINALIZED_FEATURES_EPOCH = 1

@@ -30,8 +30,10 @@ RECORDED = REFERENCE / "kafka-3.9.0"
 
 # scenario -> why Gregor's answer differs from Kafka 3.9's
 KNOWN_DIFFERENCES: dict[str, str] = {
-    "01_api_versions_v3": "Gregor reports no supported/finalized features (KRaft metadata.version)",
-    "01_api_versions_v4": "Gregor reports no supported/finalized features (KRaft metadata.version)",
+    "01_api_versions_v3": "features: Gregor finalizes group.version 1 and share.version 2 (the protocols it "
+                          "serves), Kafka 3.9 only KRaft's metadata.version",
+    "01_api_versions_v4": "features: Gregor supports and finalizes group.version and share.version, Kafka 3.9 "
+                          "supports KRaft's metadata.version and kraft.version",
     "04_produce_null_records": "Kafka 3.9 never answers a null records field; Gregor answers INVALID_RECORD",
     "07_fetch_partial_trailing_batch": "Gregor returns whole batches only; Kafka pads with a partial trailing batch",
     "09_describe_configs_topic_with_overrides": "no config synonyms; Kafka's reference broker had log.segment.bytes "
