@@ -109,7 +109,8 @@ async def handle_fetch(broker: Broker, request: Request):
                 part.topic = names.get(ref)
     erroneous, readable = _check(broker, partitions)
     topics_now = broker.store.topics()
-    keys = [(data_topic(topics_now, part.topic), key[1]) for key, part in readable]
+    sources = {name: data_topic(topics_now, name) for name in {part.topic for _, part in readable}}
+    keys = [(sources[part.topic], key[1]) for key, part in readable]
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     while True:
         if version <= down_convert.LAST_VERSION:  # down-conversion is per-record work: off the event loop
@@ -142,19 +143,21 @@ def _check(broker: Broker, partitions: list[tuple[PartitionKey, FetchPartition]]
     erroneous: list[Answer] = []
     refused: list[Answer] = []
     readable = []
-    allowed: dict[str, bool] = {}
+    counts: dict[str, int] = {}  # name -> its partition count; -1: not allowed to read it
     for key, part in partitions:
         name = part.topic
         if name is None:
             erroneous.append((key, None, error_partition(key[1], ErrorCode.UNKNOWN_TOPIC_ID, aborted=[])))
             continue
-        if name not in allowed:  # Read on each topic; a view is a topic of its own name
-            allowed[name] = broker.authorizer is None or broker.allowed(Op.READ, Res.TOPIC, name)
-        if not allowed[name]:
+        count = counts.get(name)
+        if count is None:  # Read on each topic; a view is a topic of its own name
+            meta = broker.topic(name)
+            allowed = broker.authorizer is None or broker.allowed(Op.READ, Res.TOPIC, name)
+            count = counts[name] = -1 if not allowed else 0 if meta is None else meta.partitions
+        if count < 0:
             refused.append((key, name, error_partition(key[1], ErrorCode.TOPIC_AUTHORIZATION_FAILED, aborted=[])))
             continue
-        meta = broker.topic(name)
-        if meta is None or not 0 <= key[1] < meta.partitions:
+        if not 0 <= key[1] < count:
             refused.append((key, name, error_partition(key[1], ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, aborted=[])))
             continue
         readable.append((key, part))
@@ -178,8 +181,14 @@ def _read_all(broker: Broker, body, version: int, partitions: list[tuple[Partiti
     size = 0
     has_error = False
     answers: list[Answer] = []
+    topics: dict[str, tuple] = {}  # name -> (the topic whose data it reads, its view or None)
     for key, part in partitions:
-        result, nbytes, matched = _read_one(broker, version, part, key[1], committed, preferred,
+        topic = topics.get(part.topic)
+        if topic is None:
+            meta = broker.topic(part.topic)
+            view = view_of(meta)
+            topic = topics[part.topic] = (meta if view is None else broker.topic(view.source), view)
+        result, nbytes, matched = _read_one(broker, version, part, key[1], topic, committed, preferred,
                                             remaining, first=not size)
         if result.error_code or result.preferred_read_replica >= 0:
             has_error = True
@@ -189,13 +198,10 @@ def _read_all(broker: Broker, body, version: int, partitions: list[tuple[Partiti
     return answers, size, has_error
 
 
-def _read_one(broker: Broker, version: int, part: FetchPartition, index: int, committed: bool, preferred: int,
-              remaining: int, first: bool) -> tuple[PartitionResult, int, int]:
+def _read_one(broker: Broker, version: int, part: FetchPartition, index: int, topic: tuple, committed: bool,
+              preferred: int, remaining: int, first: bool) -> tuple[PartitionResult, int, int]:
     """One partition's answer, the bytes it carries and those that count for min_bytes."""
-    meta = broker.topic(part.topic)
-    view = view_of(meta)
-    if view is not None:
-        meta = broker.topic(view.source)
+    meta, view = topic
     if meta is None or not 0 <= index < meta.partitions:  # deleted since the check
         return error_partition(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, aborted=[]), 0, 0
     fenced = epoch_error(broker, meta.name, index, part.current_leader_epoch, replica_reads=version >= 11)
