@@ -181,13 +181,19 @@ def _read_all(broker: Broker, body, version: int, partitions: list[tuple[Partiti
     size = 0
     has_error = False
     answers: list[Answer] = []
-    topics: dict[str, tuple] = {}  # name -> (the topic whose data it reads, its view or None)
+    topics: dict[str, tuple] = {}  # name -> (the topic whose data it reads, its view or None, its id)
     for key, part in partitions:
         topic = topics.get(part.topic)
         if topic is None:
             meta = broker.topic(part.topic)
             view = view_of(meta)
-            topic = topics[part.topic] = (meta if view is None else broker.topic(view.source), view)
+            topic = topics[part.topic] = (meta if view is None else broker.topic(view.source), view,
+                                          None if meta is None else meta.topic_id)
+        if topic[2] is not None and isinstance(key[0], uuid.UUID) and key[0] != topic[2]:
+            # a session's topic, by id, deleted and made again under its name: Kafka's read refuses it
+            answers.append((key, part.topic, error_partition(key[1], ErrorCode.INCONSISTENT_TOPIC_ID)))
+            has_error = True
+            continue
         result, nbytes, matched = _read_one(broker, version, part, key[1], topic, committed, preferred,
                                             remaining, first=not size)
         if result.error_code or result.preferred_read_replica >= 0:
@@ -201,7 +207,7 @@ def _read_all(broker: Broker, body, version: int, partitions: list[tuple[Partiti
 def _read_one(broker: Broker, version: int, part: FetchPartition, index: int, topic: tuple, committed: bool,
               preferred: int, remaining: int, first: bool) -> tuple[PartitionResult, int, int]:
     """One partition's answer, the bytes it carries and those that count for min_bytes."""
-    meta, view = topic
+    meta, view, _ = topic
     if meta is None or not 0 <= index < meta.partitions:  # deleted since the check
         return error_partition(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, aborted=[]), 0, 0
     fenced = epoch_error(broker, meta.name, index, part.current_leader_epoch, replica_reads=version >= 11)

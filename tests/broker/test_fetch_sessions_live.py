@@ -7,7 +7,7 @@ import time
 import uuid
 
 import pytest
-from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
 from kafka.protocol.consumer import FetchRequest
 
 from protocol.errors import ErrorCode
@@ -28,13 +28,18 @@ def client(request, tmp_path_factory):
         c.close()
 
 
-def create(client: WireClient, partitions: int = 2) -> tuple[str, uuid.UUID]:
+def create(client: WireClient, partitions: int = 2, name: str | None = None) -> tuple[str, uuid.UUID]:
     """A new topic: (name, topic id)."""
-    name = f"fs-{uuid.uuid4().hex[:8]}"
+    name = name or f"fs-{uuid.uuid4().hex[:8]}"
     T = CreateTopicsRequest.CreatableTopic
-    r = client.request(CreateTopicsRequest[7](topics=[T(name=name, num_partitions=partitions, replication_factor=1,
-                                                        assignments=[], configs=[])],
-                                              timeout_ms=15000, validate_only=False))
+    deadline = time.monotonic() + 15
+    while True:  # Kafka may still be deleting a topic of that name
+        r = client.request(CreateTopicsRequest[7](topics=[T(name=name, num_partitions=partitions, replication_factor=1,
+                                                            assignments=[], configs=[])],
+                                                  timeout_ms=15000, validate_only=False))
+        if r.topics[0].error_code != ErrorCode.TOPIC_ALREADY_EXISTS or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert r.topics[0].error_code == 0, r
     wait_for_leaders(client, name)
     deadline = time.monotonic() + 15
@@ -146,3 +151,28 @@ def test_forgetting_every_partition_closes_the_session(client):
     emptied = fetch(client, 12, [], session_id=session, epoch=1, forgotten=[(name, 0)])
     assert (emptied.error_code, emptied.session_id, emptied.responses) == (0, 0, [])
     assert fetch(client, 12, [], session_id=session, epoch=2).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+
+def delete(client: WireClient, name: str) -> None:
+    r = client.request(DeleteTopicsRequest[6](topics=[DeleteTopicsRequest.DeleteTopicState(name=name, topic_id=None)],
+                                              timeout_ms=15000))
+    assert r.responses[0].error_code == 0, r
+
+
+def test_a_session_by_topic_id_answers_its_deleted_topic_unknown_and_refuses_one_made_again(client):
+    name, topic_id = create(client, partitions=1)
+    session = fetch(client, 17, [(topic_id, 0, 0)], session_id=0, epoch=0).session_id
+    assert session > 0
+    delete(client, name)
+    epoch, deadline = 1, time.monotonic() + 15
+    while True:  # Kafka's broker drops the topic a moment after DeleteTopics is answered
+        gone = summary(fetch(client, 17, [], session_id=session, epoch=epoch), 17)
+        epoch += 1
+        if gone[1] or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert gone == (0, [(topic_id, 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, 0)])
+    _, new_id = create(client, partitions=1, name=name)
+    assert new_id != topic_id
+    answer = fetch(client, 17, [], session_id=session, epoch=epoch)
+    assert summary(answer, 17) == (0, [(topic_id, 0, ErrorCode.INCONSISTENT_TOPIC_ID, -1, 0)])
