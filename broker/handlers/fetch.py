@@ -38,6 +38,7 @@ ZSTD_MIN_FETCH_VERSION = 10
 LEADER_IN_ANSWER_FROM = 16  # KIP-951: a NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the leader
 _LEADER_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 
+ZERO_ID = uuid.UUID(int=0)  # kafka-python decodes the all-zero topic id as None
 Answer = tuple[PartitionKey, str | None, PartitionResult]  # (key, topic name, result)
 
 
@@ -68,7 +69,7 @@ def fetch_data(body, version: int, names: dict[uuid.UUID, str]) -> dict[Partitio
     epochs = version >= 9
     data: dict[PartitionKey, FetchPartition] = {}
     for t in body.topics:
-        ref = t.topic_id if by_id else t.topic
+        ref = (t.topic_id or ZERO_ID) if by_id else t.topic
         name = names.get(ref) if by_id else ref
         for p in t.partitions:
             data[(ref, p.partition)] = FetchPartition(
@@ -81,7 +82,8 @@ def forgotten(body, version: int) -> list[PartitionKey]:
     if version < 7:
         return []
     by_id = version >= TOPIC_IDS_FROM
-    return [(t.topic_id if by_id else t.topic, p) for t in body.forgotten_topics_data for p in t.partitions]
+    return [((t.topic_id or ZERO_ID) if by_id else t.topic, p) for t in body.forgotten_topics_data
+            for p in t.partitions]
 
 
 def _topic_names(broker: Broker, version: int) -> dict[uuid.UUID, str]:

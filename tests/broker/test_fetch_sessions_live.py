@@ -86,6 +86,8 @@ def test_fetch_by_topic_id_reads_the_topic_and_an_unknown_id_is_unknown_topic_id
     assert [(t, p, e, hw) for t, p, e, hw, _ in parts] == [
         (topic_id, 0, 0, 3), (topic_id, 1, 0, 0), (stranger, 0, ErrorCode.UNKNOWN_TOPIC_ID, -1)]
     assert parts[0][4] > 0 and parts[1][4] == 0
+    zero = summary(fetch(client, version, [(uuid.UUID(int=0), 0, 0)]), version)  # read back as None
+    assert zero == (0, [(None, 0, ErrorCode.UNKNOWN_TOPIC_ID, -1, 0)])
 
 
 def test_partitions_that_cannot_be_read_are_answered_after_those_read(client):
