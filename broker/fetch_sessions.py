@@ -134,7 +134,7 @@ class CacheShard:
     def _try_evict(self, privileged: bool, size: int, now_ms: int) -> bool:
         """Kafka's tryEvict: the least recently used session if unused for EVICTION_MS; else the
         weakest evictable session if the newcomer outranks it (privileged over not, then more
-        partitions, then the older id). Evictable, as of a session's last use: one over
+        partitions; a tie keeps the session). Evictable, as of a session's last use: one over
         EVICTION_MS old, and for a privileged newcomer also any consumer's."""
         if not self.sessions:
             return False
@@ -172,6 +172,10 @@ class FetchSessionCache:
         id_range = _MAX_INT // SHARDS
         self.shards = [CacheShard(n, slots // SHARDS, id_range) for n in range(SHARDS)]
         self._turn = itertools.cycle(self.shards)
+
+    def next_shard(self) -> CacheShard:
+        """The shard a new session goes to: each in turn (Kafka's getNextCacheShard)."""
+        return next(self._turn)
 
     def shard_of(self, session_id: int) -> CacheShard | None:
         number = session_id // self.shards[0].id_range
@@ -270,5 +274,5 @@ class FetchContext:
             part = self.partitions[key]
             part.high_watermark, part.local_log_start_offset = hw, log_start
             partitions[key] = part
-        shard = next(self._cache._turn)
+        shard = self._cache.next_shard()
         return ErrorCode.NONE, shard.maybe_create(now_ms, self._privileged, partitions, self._uses_topic_ids), everything
