@@ -704,6 +704,20 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
             offset = _BASE.unpack_from(view, 0)[0] + _LAST_DELTA.unpack_from(view, 23)[0] + 1
         return ReadResult(batches, hw, q.log_start, stable)
 
+    def at_end(self, topic: str, partition: int, offset: int) -> tuple[int, int, int] | None:
+        """(high watermark, last stable offset, log start offset) when `offset` is the high
+        watermark, where a read returns nothing (a consumer that has caught up: most partitions
+        of a wide fetch); None otherwise, or for a partition this store does not have."""
+        part = self._find(topic, partition)
+        if part is None:
+            return None
+        q = part.queue
+        hw = q.high_watermark if part.hw is None else part.hw
+        if offset != hw:
+            return None
+        txns = part.txns
+        return hw, hw if txns is None else txns.last_stable(q.log_start, hw), q.log_start
+
     def high_watermark(self, topic: str, partition: int) -> int:
         """The offset below which records are readable: the log end on a single node; on a
         replicated one, what the in-sync replicas hold (set_high_watermark)."""

@@ -225,6 +225,11 @@ def _read_one(broker: Broker, version: int, part: FetchPartition, index: int, to
             meta, "message.downconversion.enable") == "false":
         # Kafka's topic switch for consumers of message format v0/v1
         return _conversion_error(index, ErrorCode.UNSUPPORTED_VERSION), 0, 0
+    if view is None and version > down_convert.LAST_VERSION:
+        caught_up = store.at_end(part.topic, index, part.fetch_offset)
+        if caught_up is not None:  # nothing to read: the answer without the read's work
+            hw, lso, start = caught_up
+            return PartitionResult(index, 0, hw, lso, start, [] if committed else None, -1, []), 0, 0
     limit = min(part.max_bytes, remaining)
     try:
         if view is None:
