@@ -1,4 +1,5 @@
-"""A real Apache Kafka 3.9 broker for bench/run.py, measured like Gregor (bench/broker_process.py).
+"""A real Apache Kafka broker for bench/run.py (3.9.0, or the release `--kafka-version` names:
+4.4.0), measured like Gregor (bench/broker_process.py).
 
 The process itself is started and stopped by tests/kit/kafka.py (single-node KRaft on
 free loopback ports, jars from `bin/setup-kafka`); this wraps it with the suite's /proc readings.
@@ -25,7 +26,7 @@ SYNC_LABEL = "log.flush.interval.messages=1 (fsync after every append)"
 def unavailable() -> str | None:
     """Why Kafka cannot run here, or None when its jars are resolved."""
     try:
-        kafka_libs()
+        kafka_libs(KafkaProcess.version)
     except KafkaUnavailable as exc:
         return str(exc)
     return None
@@ -37,11 +38,11 @@ def settings_for(flush: str) -> dict[str, str]:
 
 
 class KafkaProcess(MeasuredProcess):
-    version = KAFKA_VERSION
+    version = KAFKA_VERSION  # bench/run.py --kafka-version sets another release
 
     def __init__(self, data_dir: Path, settings: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
-        self.kafka = KafkaBroker(data_dir, settings)
+        self.kafka = KafkaBroker(data_dir, settings, version=self.version)
 
     @property
     def bootstrap(self) -> str:

@@ -143,7 +143,7 @@ def markdown(results: dict) -> str:
 
 def _how_to_run() -> list[str]:
     return ["### How to run", "",
-            ("`bash bin/setup-kafka` once resolves Apache Kafka 3.9.0 from Maven Central into .cache/kafka/ "
+            ("`bash bin/setup-kafka` once resolves Apache Kafka 3.9.0 and 4.4.0 from Maven Central into .cache/kafka/ "
              "(needs a JDK 17+); without it the suite measures Gregor alone and says so. Then:"), "",
             "```",
             ".venv/bin/python bench/run.py --quick             # 3 rounds, both brokers, ~10-15 min",
@@ -151,6 +151,7 @@ def _how_to_run() -> list[str]:
             ".venv/bin/python bench/run.py --quick --repeat 1  # one round, ~4 min",
             ".venv/bin/python bench/run.py --against-kafka     # fail if Kafka is not installed",
             ".venv/bin/python bench/run.py --gregor-only       # Gregor alone",
+            ".venv/bin/python bench/run.py --quick --kafka-version 4.4.0   # beside Kafka 4.4.0 instead of 3.9.0",
             ".venv/bin/python bench/run.py --quick --only sizes-async,partitions-10000 --no-docs",
             ".venv/bin/python bench/run.py --from-json run.json   # rewrite this section from a saved --json run",
             ".venv/bin/python bench/fetch_queue_probe.py       # the consume paragraph's probe",

@@ -1,4 +1,4 @@
-"""Broker benchmark suite: Gregor and a real Apache Kafka 3.9 side by side.
+"""Broker benchmark suite: Gregor and a real Apache Kafka (3.9.0, or 4.4.0 with --kafka-version) side by side.
 
 Same machine, same clients, client settings and topic layouts: throughput by message size, consume
 with three client configurations, acks x flush mode, partitions (up to 10,000), end-to-end
@@ -8,7 +8,7 @@ times; the docs give each broker's median and range and Gregor / Kafka. Rewrites
 benchmarks" section of docs/benchmarks.md and the plots docs/bench-partitions.png and
 docs/bench-latency.png.
 
-Run: .venv/bin/python bench/run.py [--quick] [--repeat N] [--gregor-only | --against-kafka]
+Run: .venv/bin/python bench/run.py [--quick] [--repeat N] [--gregor-only | --against-kafka] [--kafka-version V]
                                    [--only CONFIG,...] [--no-docs] [--json PATH]
      .venv/bin/python bench/run.py --bootstrap HOST:PORT   (drive a running broker; no Kafka)
      .venv/bin/python bench/run.py --profile     (cProfile of Gregor's produce and fetch paths)
@@ -304,6 +304,8 @@ def main() -> int:
     kafka.add_argument("--against-kafka", action="store_true",
                        help="run every workload against a real Kafka too; fail if it is not installed")
     kafka.add_argument("--gregor-only", action="store_true", help="do not start Kafka")
+    parser.add_argument("--kafka-version", default="3.9.0", choices=["3.9.0", "4.4.0"],
+                        help="the Kafka release beside Gregor (bin/setup-kafka resolves both; default 3.9.0)")
     parser.add_argument("--only", help="comma-separated configurations: " + ", ".join(workloads.CONFIG_NAMES))
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md or plots")
     parser.add_argument("--json", type=Path, help="also write the raw results here")
@@ -316,6 +318,11 @@ def main() -> int:
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     BrokerProcess.source = args.source.resolve()
+    try:
+        import kafka_process
+        kafka_process.KafkaProcess.version = args.kafka_version
+    except ImportError:  # a tree without tests/kit: _with_kafka says so
+        pass
     if args.profile:
         import profile_paths
         return profile_paths.main(quick=args.quick)
