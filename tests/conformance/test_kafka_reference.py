@@ -1,14 +1,16 @@
-"""Conformance against a real Apache Kafka 3.9.0 broker's answers.
+"""Conformance against real Apache Kafka brokers' answers: Kafka 3.9.0 and Kafka 4.4.0.
 
 `reference/kafka_probe.py` (beside this file) sends 68 wire-level scenarios to a fresh Gregor, and
-each scenario's normalised answers are compared, step by step, with Kafka 3.9.0's, which are
-committed in `reference/kafka-3.9.0/`. Per push those recordings are the oracle. The full tier
-(`bash bin/test --full`) also probes a live Kafka 3.9.0 (tests/kit/kafka.py, from Maven Central), compares
-Gregor with those live answers, and checks that the live answers still equal the committed ones
-(`test_recordings_are_kafkas_answers`: a scenario that drifted fails and is re-recorded in place,
-for `git diff` to show). A scenario where Gregor knowingly differs is an expected failure (strict:
-it fails the suite if it starts to match, so the list stays true); docs/protocol.md lists the same
-differences.
+each scenario's normalised answers are compared, step by step, with each Kafka version's, which are
+committed in `reference/kafka-<version>/`. Per push those recordings are the oracles. The full tier
+(`bash bin/test --full`) also probes a live Kafka of each version (tests/kit/kafka.py, from Maven
+Central; one JVM at a time: each is stopped once probed), compares Gregor with those live answers,
+and checks that the live answers still equal the committed ones (`test_recordings_are_kafkas_answers`:
+a scenario that drifted fails and is re-recorded in place, for `git diff` to show). A scenario where
+Gregor knowingly differs from a version is an expected failure (strict: it fails the suite if it
+starts to match, so the list stays true); docs/protocol.md lists the same differences. Kafka 3.9.0's
+test ids are the scenario's name alone, as before Kafka 4.4.0 was added; Kafka 4.4.0's carry
+`4.4.0-` before it.
 """
 
 from __future__ import annotations
@@ -22,40 +24,102 @@ from pathlib import Path
 import pytest
 
 from tests.kit.gregor import start_broker
-from tests.kit.tier import FULL
 from tests.kit.kafka import KafkaBroker, KafkaUnavailable
+from tests.kit.tier import FULL
 
 REFERENCE = Path(__file__).resolve().parent / "reference"
-RECORDED = REFERENCE / "kafka-3.9.0"
+VERSIONS = ("3.9.0", "4.4.0")
+FIRST = VERSIONS[0]  # its test ids are the scenario names alone
 
-# scenario -> why Gregor's answer differs from Kafka 3.9's
-KNOWN_DIFFERENCES: dict[str, str] = {
-    "01_api_versions_v3": "features: Gregor finalizes group.version 1 and share.version 2 (the protocols it "
-                          "serves), Kafka 3.9 only KRaft's metadata.version",
-    "01_api_versions_v4": "features: Gregor supports and finalizes group.version and share.version, Kafka 3.9 "
-                          "supports KRaft's metadata.version and kraft.version",
-    "04_produce_null_records": "Kafka 3.9 never answers a null records field; Gregor answers INVALID_RECORD",
-    "07_fetch_partial_trailing_batch": "Gregor returns whole batches only; Kafka pads with a partial trailing batch",
-    "09_describe_configs_topic_with_overrides": "no config synonyms; Kafka's reference broker had log.segment.bytes "
-                                                "set statically",
-    "09_describe_configs_broker": "Gregor describes its own broker settings, not Kafka's 314",
-    "10_malformed_unsupported_api_version": "Fetch v18 is served, as by Kafka 4.4; Kafka 3.9 (up to v17) closes "
-                                            "the connection",
+
+def recorded(version: str) -> Path:
+    """The directory of Kafka `version`'s committed answers."""
+    return REFERENCE / f"kafka-{version}"
+
+
+_KIP_896 = "Kafka 4 removed {0} (KIP-896) and closes the connection on it; Gregor serves {0}, as Kafka 3.9"
+_TOPIC_CONFIGS = ("a topic's configs are Kafka 3.9's list and defaults; Kafka 4.4 drops message.format.version, "
+                  "message.downconversion.enable and message.timestamp.difference.max.ms, adds four, defaults "
+                  "message.timestamp.after.max.ms to 1 h and has min.insync.replicas as a cluster-wide dynamic "
+                  "default")
+_FEATURES_4 = ("features: Gregor reports group.version and share.version only; Kafka 4.4 also metadata.version, "
+               "kraft.version (v4+), transaction.version, streams.version and eligible.leader.replicas.version")
+_WHOLE_BATCHES = "Gregor returns whole batches only; Kafka pads with a partial trailing batch"
+
+# version -> scenario -> why Gregor's answer differs from that Kafka's
+KNOWN_DIFFERENCES: dict[str, dict[str, str]] = {
+    "3.9.0": {
+        "01_api_versions_v3": "features: Gregor finalizes group.version 1 and share.version 2 (the protocols "
+                              "it serves), Kafka 3.9 only KRaft's metadata.version",
+        "01_api_versions_v4": "features: Gregor supports and finalizes group.version and share.version, "
+                              "Kafka 3.9 supports KRaft's metadata.version and kraft.version",
+        "04_produce_null_records": "Kafka 3.9 never answers a null records field; Gregor answers INVALID_RECORD",
+        "07_fetch_partial_trailing_batch": _WHOLE_BATCHES,
+        "09_describe_configs_topic_with_overrides": "Kafka's reference broker had log.segment.bytes set "
+                                                    "statically (a synonym of segment.bytes); Gregor lists "
+                                                    "log.retention.hours as a synonym of retention.ms, Kafka "
+                                                    "the topic's own value only",
+        "09_describe_configs_broker": "Gregor describes its own broker settings, not Kafka's 314",
+        "10_malformed_unsupported_api_version": "Fetch v18 is served, as by Kafka 4.4; Kafka 3.9 (up to v17) "
+                                                "closes the connection",
+    },
+    "4.4.0": {
+        "01_api_versions_unsupported_version": "Kafka 4.4 serves ApiVersions v5 (KIP-1242), Gregor up to v4: "
+                                               "Gregor's UNSUPPORTED_VERSION answer gives 0-4, and it answers "
+                                               "a v5 request so, where Kafka reads its body (missing here, so "
+                                               "it closes the connection)",
+        "01_api_versions_v3": _FEATURES_4,
+        "01_api_versions_v4": _FEATURES_4,
+        "03_create_topics_bad_replication_factor": "Kafka 4.4's message adds \"or some brokers have all their "
+                                                   "log directories cordoned\" (its cordoned.log.dirs); "
+                                                   "Gregor's is Kafka 3.9's",
+        "03_create_topics_broker_defaults": _TOPIC_CONFIGS,
+        "03_create_topics_mixed_and_duplicate": _TOPIC_CONFIGS,
+        "03_create_topics_normal": _TOPIC_CONFIGS,
+        "03_create_topics_validate_only": _TOPIC_CONFIGS,
+        "03_create_topics_with_configs": _TOPIC_CONFIGS,
+        "04_produce_v2": _KIP_896.format("Produce v0-2"),
+        "04_produce_final_log_end_offsets": "partition 6 holds what 04_produce_v2 wrote with Produce v2, "
+                                            "which Kafka 4.4 refused",
+        "04_produce_null_records": "Kafka 4.4, as 3.9, never answers a null records field; Gregor answers "
+                                   "INVALID_RECORD",
+        "06_list_offsets_special_cases": "a partition listed twice: Kafka 4.4 answers it once "
+                                         "(INVALID_REQUEST), Gregor once per entry, as Kafka 3.9",
+        "06_list_offsets_v0": _KIP_896.format("ListOffsets v0"),
+        "07_fetch_partial_trailing_batch": _WHOLE_BATCHES,
+        "09_describe_configs_topic": _TOPIC_CONFIGS,
+        "09_describe_configs_topic_with_overrides": _TOPIC_CONFIGS + "; Gregor lists log.retention.hours as "
+                                                    "a synonym of retention.ms, Kafka 4.4 the topic's own "
+                                                    "value only",
+        "09_describe_configs_broker": "Gregor describes its own broker settings, not Kafka's",
+        "10_malformed_unsupported_api_version": "Kafka 4.4 serves Produce v12 and ListOffsets v10; Gregor, "
+                                                "whose Produce ends at v11 and ListOffsets at v9, closes the "
+                                                "connection",
+    },
 }
 
 
 def _scenarios() -> list[str]:
-    if not RECORDED.is_dir():
+    """The probe's scenarios, as Kafka 3.9.0's recordings list them."""
+    index_path = recorded(FIRST) / "index.json"
+    if not index_path.exists():
         return []
-    index = json.loads((RECORDED / "index.json").read_text())
-    return [s["scenario"] for s in index["scenarios"]]
+    return [s["scenario"] for s in json.loads(index_path.read_text())["scenarios"]]
+
+
+def _cases(leave_out: dict[str, set[str]] | None = None) -> list:
+    """(version, scenario) for every version but a version's scenarios in `leave_out`; a Kafka 4.4.0
+    id is prefixed with its version."""
+    return [pytest.param(version, scenario, id=scenario if version == FIRST else f"{version}-{scenario}")
+            for version in VERSIONS for scenario in _scenarios()
+            if scenario not in (leave_out or {}).get(version, ())]
 
 
 def _probe(broker, out: Path, label: str) -> Path:
     """Run every scenario against a started broker (stopped afterwards); the directory of answers."""
     try:
         proc = subprocess.run([sys.executable, str(REFERENCE / "kafka_probe.py"), "--bootstrap", broker.bootstrap,
-                               "--out", str(out), "--label", label], capture_output=True, text=True,
+                               "--out", str(out), "--label", label], check=False, capture_output=True, text=True,
                               timeout=600)
     finally:
         broker.stop()
@@ -73,22 +137,32 @@ def probe_output(tmp_path_factory) -> Path:
     return _probe(start_broker(tmp, **{"group.initial.rebalance.delay.ms": "3000"}), tmp / "out", "gregor")
 
 
-@pytest.fixture(scope="module")
-def live_kafka_answers(tmp_path_factory) -> Path:
-    """Kafka 3.9.0's answers recorded live in this run (the full tier)."""
-    tmp = tmp_path_factory.mktemp("kafka-probe")
-    try:
-        kafka = KafkaBroker(tmp / "kafka")
-    except KafkaUnavailable as e:
-        pytest.fail(f"the full tier probes a live Kafka, and it cannot run: {e}")
-    kafka.start()
-    return _probe(kafka, tmp / "out", "apache-kafka-3.9.0")
+def _live_fixture_name(version: str) -> str:
+    return f"live_kafka_{version.replace('.', '_')}_answers"
 
 
-@pytest.fixture(scope="module")
-def kafka_answers(request) -> Path:
-    """Kafka's answers: live in the full tier, the committed recordings per push."""
-    return request.getfixturevalue("live_kafka_answers") if FULL else RECORDED
+def _live_answers(version: str):
+    """A module fixture of Kafka `version`'s answers recorded live in this run (the full tier), one per
+    version so that pytest probes each once (and keeps a failure): the JVM is started when a test of
+    that version first needs it and stopped once probed, so one JVM runs at a time."""
+    @pytest.fixture(scope="module", name=_live_fixture_name(version))
+    def answers(tmp_path_factory) -> Path:
+        tmp = tmp_path_factory.mktemp(f"kafka-{version}-probe")
+        try:
+            kafka = KafkaBroker(tmp / "kafka", version=version)
+        except KafkaUnavailable as e:
+            pytest.fail(f"the full tier probes a live Kafka {version}, and it cannot run: {e}")
+        kafka.start()
+        return _probe(kafka, tmp / "out", f"apache-kafka-{version}")
+    return answers
+
+
+live_kafka_3_9_0_answers = _live_answers("3.9.0")
+live_kafka_4_4_0_answers = _live_answers("4.4.0")
+
+
+def _live(version: str, request) -> Path:
+    return request.getfixturevalue(_live_fixture_name(version))
 
 
 def _comparable(step: dict) -> dict:
@@ -132,10 +206,13 @@ def _assert_same_steps(actual: dict, expected: dict) -> None:
         assert got == want, f"step {want.get('label')!r} differs"
 
 
-@pytest.mark.parametrize("scenario", _scenarios())
-def test_matches_kafka_reference(scenario: str, probe_output: Path, kafka_answers: Path, request):
-    if scenario in KNOWN_DIFFERENCES:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_DIFFERENCES[scenario]))
+@pytest.mark.parametrize(("kafka_version", "scenario"), _cases())
+def test_matches_kafka_reference(kafka_version: str, scenario: str, probe_output: Path, request):
+    """Gregor's answers are Kafka's: live in the full tier, the committed recordings per push."""
+    reason = KNOWN_DIFFERENCES[kafka_version].get(scenario)
+    if reason:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+    kafka_answers = _live(kafka_version, request) if FULL else recorded(kafka_version)
     expected = json.loads((kafka_answers / f"{scenario}.json").read_text())
     assert expected["status"] == "ok", f"the probe failed against Kafka: {expected.get('traceback')}"
     produced_path = probe_output / f"{scenario}.json"
@@ -145,17 +222,20 @@ def test_matches_kafka_reference(scenario: str, probe_output: Path, kafka_answer
     _assert_same_steps(actual, expected)
 
 
-# Scenarios whose answers list the broker's static settings: the reference broker's were not those
-# the suite's Kafka starts with (tests/kit/kafka.py), so a live answer is not compared with the recording.
-STATIC_SETTINGS_SCENARIOS = {"09_describe_configs_topic_with_overrides", "09_describe_configs_broker"}
+# Scenarios whose answers list the broker's static settings: Kafka 3.9.0's reference broker's were not
+# those the suite's Kafka starts with (tests/kit/kafka.py), so a live answer is not compared with its
+# recording. Kafka 4.4.0's recordings were made by the suite's Kafka, and every scenario is compared.
+STATIC_SETTINGS_SCENARIOS = {"3.9.0": {"09_describe_configs_topic_with_overrides", "09_describe_configs_broker"},
+                             "4.4.0": set()}
 
 if FULL:  # per push there is no live Kafka to compare with, and no test
-    @pytest.mark.parametrize("scenario", [s for s in _scenarios() if s not in STATIC_SETTINGS_SCENARIOS])
-    def test_recordings_are_kafkas_answers(scenario: str, live_kafka_answers: Path):
-        """The committed recording of each scenario is what a live Kafka 3.9.0 answers now. A drifted
-        one is re-recorded in place (`git diff` shows it) and fails the run."""
+    @pytest.mark.parametrize(("kafka_version", "scenario"), _cases(leave_out=STATIC_SETTINGS_SCENARIOS))
+    def test_recordings_are_kafkas_answers(kafka_version: str, scenario: str, request):
+        """The committed recording of each scenario is what a live Kafka of its version answers now. A
+        drifted one is re-recorded in place (`git diff` shows it) and fails the run."""
+        live_kafka_answers = _live(kafka_version, request)
         live = json.loads((live_kafka_answers / f"{scenario}.json").read_text())
-        recorded_path = RECORDED / f"{scenario}.json"
+        recorded_path = recorded(kafka_version) / f"{scenario}.json"
         try:
             _assert_same_steps(live, json.loads(recorded_path.read_text()))
         except AssertionError:
