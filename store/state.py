@@ -203,7 +203,7 @@ class StateView:
     def reset(self) -> None:
         """Forget everything (recovery starts over from the commitlog)."""
         self.live.clear()
-        self.registry.topics.clear()
+        self.registry.clear()
         self.offsets.clear()
         self.acl_changes += 1
         self.group_config_changes += 1

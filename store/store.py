@@ -366,6 +366,10 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
     def topics(self) -> dict[str, TopicMeta]:
         return dict(self._registry.topics)
 
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with this id, None for an id no topic has."""
+        return self._registry.names_by_id.get(topic_id)
+
     def topic(self, name: str) -> TopicMeta | None:
         """One topic's metadata without copying the registry (the produce path asks per partition)."""
         return self._registry.topics.get(name)

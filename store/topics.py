@@ -28,12 +28,19 @@ class TopicRegistry:
 
     def __init__(self) -> None:
         self.topics: dict[str, TopicMeta] = {}
+        self.names_by_id: dict[uuid.UUID, str] = {}  # requests that name topics by id (Fetch v13+)
 
     def apply(self, name: str, meta: TopicMeta | None) -> None:
-        if meta is None:
-            self.topics.pop(name, None)
-        else:
+        old = self.topics.pop(name, None) if meta is None else self.topics.get(name)
+        if old is not None and self.names_by_id.get(old.topic_id) == name:
+            del self.names_by_id[old.topic_id]
+        if meta is not None:
             self.topics[name] = meta
+            self.names_by_id[meta.topic_id] = name
+
+    def clear(self) -> None:
+        self.topics.clear()
+        self.names_by_id.clear()
 
     def get(self, name: str) -> TopicMeta:
         try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 import time
 import uuid
+from collections.abc import Callable
 
 import trio
 
@@ -62,7 +63,7 @@ def epoch_error(broker: Broker, topic: str, partition: int, current_leader_epoch
     return ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
-def fetch_data(body, version: int, names: dict[uuid.UUID, str]) -> dict[PartitionKey, FetchPartition]:
+def fetch_data(body, version: int, name_of: Callable[[uuid.UUID], str | None]) -> dict[PartitionKey, FetchPartition]:
     """The request's partitions, keyed by (topic name, or id from v13; partition); a partition
     listed twice counts once, with its last parameters (Kafka's LinkedHashMap)."""
     by_id = version >= TOPIC_IDS_FROM
@@ -70,7 +71,7 @@ def fetch_data(body, version: int, names: dict[uuid.UUID, str]) -> dict[Partitio
     data: dict[PartitionKey, FetchPartition] = {}
     for t in body.topics:
         ref = (t.topic_id or ZERO_ID) if by_id else t.topic
-        name = names.get(ref) if by_id else ref
+        name = name_of(ref) if by_id else ref
         for p in t.partitions:
             data[(ref, p.partition)] = FetchPartition(
                 name, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch if epochs else -1,
@@ -86,21 +87,15 @@ def forgotten(body, version: int) -> list[PartitionKey]:
             for p in t.partitions]
 
 
-def _topic_names(broker: Broker, version: int) -> dict[uuid.UUID, str]:
-    if version < TOPIC_IDS_FROM:
-        return {}
-    return {meta.topic_id: name for name, meta in broker.store.topics().items()}
-
-
 async def handle_fetch(broker: Broker, request: Request):
     """The answer is a list of buffers (protocol.fetch_response): record batches stay memoryviews
     over the commitlog until the connection writes them with sendmsg."""
     body = request.body
     version = request.header.api_version
-    names = _topic_names(broker, version)
+    name_of = broker.store.topic_name
     session_id, epoch = (body.session_id, body.session_epoch) if version >= 7 else (0, -1)
     replica = body.replica_id if version < 15 else getattr(body.replica_state, "replica_id", -1)
-    context = broker.fetch_sessions.new_context(version, session_id, epoch, fetch_data(body, version, names),
+    context = broker.fetch_sessions.new_context(version, session_id, epoch, fetch_data(body, version, name_of),
                                                 forgotten(body, version), replica >= 0, _now_ms())
     if context.error:
         return encode_fetch_response(version, [], error_code=context.error)
@@ -108,7 +103,7 @@ async def handle_fetch(broker: Broker, request: Request):
     if version >= TOPIC_IDS_FROM:  # a topic created since the session learnt of its id
         for (ref, _), part in partitions:
             if part.topic is None:
-                part.topic = names.get(ref)
+                part.topic = name_of(ref)
     erroneous, readable = _check(broker, partitions)
     topics_now = broker.store.topics()
     sources = {name: data_topic(topics_now, name) for name in {part.topic for _, part in readable}}
