@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from compat_tests.clients import stop_process
-from tests.kit.kafka import free_port
+from tests.kit.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS_VERSION = os.environ.get("GREGOR_APPS_VERSION", "3.9.2")

@@ -16,7 +16,7 @@ from protocol.errors import ErrorCode
 from tests.kit.wire import batch
 from tests.kit.wire import WireClient
 from tests.kit.group import BrokerGroup
-from tests.kit.zookeeper import free_port
+from tests.kit.ports import free_port
 from tests.cluster.tcp_proxy import TcpProxy
 from tests.cluster.load import create_topic, read_all
 

@@ -10,7 +10,6 @@ import itertools
 import random
 import shutil
 import signal
-import socket
 import threading
 import time
 
@@ -22,6 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from store import Store, StoreConfig
 from tests.kit.gregor import TEST_SEGMENT_BYTES, BrokerProcess
+from tests.kit.ports import free_port
 from tests.kit.tier import soak
 from tests.kit.wait import wait_until
 
@@ -30,12 +30,6 @@ pytestmark = pytest.mark.crash
 PARTITIONS = 4
 PRODUCERS = 3
 KILLS = soak(full=10, push=3)  # per flush mode
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ProducerLoop(threading.Thread):
@@ -125,7 +119,7 @@ def test_sigkill_loop_loses_no_acknowledged_message(tmp_path, flush_mode):
     rng = random.Random(20261122)
     broker = BrokerProcess(tmp_path / "data", {"flush.mode": flush_mode, "group.initial.rebalance.delay.ms": "0",
                                                "commitlog.segment.bytes": TEST_SEGMENT_BYTES,
-                                               "producer.state.snapshot.interval.ms": "1000"}, port=_free_port())
+                                               "producer.state.snapshot.interval.ms": "1000"}, port=free_port())
     bootstrap = broker.start()
     topic, group = "crash-loop", "crash-group"
     admin = AdminClient({"bootstrap.servers": bootstrap})

@@ -13,7 +13,8 @@ from kafka import KafkaAdminClient
 from kazoo.client import KazooClient
 
 from tests.kit.gregor import TEST_SEGMENT_BYTES, BrokerProcess
-from tests.kit.zookeeper import SESSION_TIMEOUT_MS, free_port
+from tests.kit.ports import free_port
+from tests.kit.zookeeper import SESSION_TIMEOUT_MS
 
 
 @dataclass

@@ -22,7 +22,6 @@ from __future__ import annotations
 import atexit
 import base64
 import os
-import socket
 import subprocess
 import time
 import uuid
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compat_tests.clients import stop_process
+from tests.kit.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 KAFKA_VERSION = os.environ.get("GREGOR_KAFKA_VERSION", "3.9.0")
@@ -109,13 +109,6 @@ def cluster_id() -> str:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not text.startswith("-"):
             return text
-
-
-def free_port() -> int:
-    """A port the OS hands out now; Kafka's KRaft voters need fixed ports, so port 0 cannot be passed."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _bind(listeners: str) -> dict[str, str]:

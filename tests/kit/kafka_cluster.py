@@ -1,7 +1,7 @@
 """A 3-node Apache Kafka 3.9 cluster beside a Gregor broker group: KRaft on loopback, each node a
 broker and a controller (tests/kit/kafka.py's KafkaBroker, node ids 1..size), the
 nodes one static quorum (`controller.quorum.voters`) formatted with one cluster id, each with its
-own data dir and ports from free_port(). Every node keeps its ports across a restart.
+own data dir and ports from tests/kit/ports.py (below the ephemeral range). Every node keeps its ports across a restart.
 
 The internal topics are replicated as a production cluster's are (replication factor 3,
 min.insync.replicas 2), and so is a topic created with the broker's default replication factor
@@ -15,7 +15,8 @@ import signal
 import time
 from pathlib import Path
 
-from tests.kit.kafka import KAFKA_VERSION, KafkaBroker, Quorum, cluster_id, free_port
+from tests.kit.kafka import KAFKA_VERSION, KafkaBroker, Quorum, cluster_id
+from tests.kit.ports import free_port
 
 REPLICATED = {
     "offsets.topic.replication.factor": "3",

@@ -11,15 +11,10 @@ from pathlib import Path
 
 
 from tests.kit.gregor import ROOT
+from tests.kit.ports import free_port
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 SESSION_TIMEOUT_MS = 4000  # a dead master is noticed within this (ZooKeeper's tick here: 500 ms)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
