@@ -18,10 +18,10 @@ from broker.handlers import dispatch
 from broker.handlers.sasl import authenticate
 from broker.net.answers import CloseAfter, CloseUnanswered, Deferred
 from broker.net.listeners import Listener, SaslSession, ssl_principal
-from broker.net.sendmsg import send_buffers
 from broker.net.peer import listener as peer_listener
 from broker.net.peer import peer_host, sasl_session, tls_subject
 from broker.net.receive_timer import ReceiveTimer
+from broker.net.socket_io import SocketIO
 from broker.security.sasl import AuthenticationFailed
 from protocol.api_versions import API_VERSIONS_KEY
 from protocol.codec import (
@@ -84,10 +84,11 @@ async def serve_stream(broker: Broker, listener: Listener, stream: trio.abc.Stre
         sasl_session.set(SaslSession(broker.config.sasl_mechanisms(), broker.config["connections.max.reauth.ms"]))
     responses, to_send = trio.open_memory_channel(MAX_RESPONSES_IN_FLIGHT)
     queued = _Queued()
+    io = SocketIO(stream.socket) if isinstance(stream, trio.SocketStream) else None
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_send_in_order, stream, to_send, nursery.cancel_scope, peer, queued)
-            await _read_requests(broker, stream, peer, responses, queued)
+            nursery.start_soon(_send_in_order, stream, io, to_send, nursery.cancel_scope, peer, queued)
+            await _read_requests(broker, stream, io, peer, responses, queued)
     finally:
         with trio.CancelScope(shield=True):
             await stream.aclose()
@@ -102,19 +103,20 @@ class _Queued:
         self.count = 0
 
 
-async def _read_requests(broker: Broker, stream: trio.abc.Stream, peer: str,
+async def _read_requests(broker: Broker, stream: trio.abc.Stream, io: SocketIO | None, peer: str,
                          responses: trio.MemorySendChannel, queued: _Queued) -> None:
     """Read and handle requests one at a time, in order; queue their answers for the sender,
     or, when an answer is ready and none waits before it, write it here: the sender is then
     idle, so the order holds, and the answer skips a channel hop and a task switch (a tenth of
     a small produce request's time on the event loop). Closing the channel lets the sender
     finish what is queued, then the connection closes. A wait for the next bytes ends after
-    connections.max.idle.ms, or request.timeout.ms within a frame (broker/net/receive_timer.py)."""
+    connections.max.idle.ms, or request.timeout.ms within a frame (broker/net/receive_timer.py).
+    A plain TCP connection reads and writes through `io` (broker/net/socket_io.py), others
+    through their stream."""
     decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
     idle_s = broker.config["connections.max.idle.ms"] / 1000
     partial_s = broker.config["request.timeout.ms"] / 1000
     timer = ReceiveTimer(idle_s, partial_s)
-    sock = stream.socket if isinstance(stream, trio.SocketStream) else None
     async with responses, trio.open_nursery() as nursery:
         nursery.start_soon(timer.watch)
         with timer.scope:
@@ -124,16 +126,17 @@ async def _read_requests(broker: Broker, stream: trio.abc.Stream, peer: str,
                     if frame is None:
                         timer.limit = partial_s if decoder.partial else idle_s
                         timer.waiting_since = trio.current_time()
-                        whole = decoder.whole_frame_buffer() if sock is not None else None
+                        whole = decoder.whole_frame_buffer() if io is not None else None
                         if whole is not None:  # the rest of a large frame, received where it is handed out
                             with whole:
-                                n = await _receive_into(sock, whole)
+                                n = await io.receive_into(whole)
                             timer.waiting_since = None
                             if not n:
                                 break
                             decoder.received(n)
                             continue
-                        data = await stream.receive_some(max(READ_SIZE, min(decoder.bytes_wanted(), 1 << 24)))
+                        want = max(READ_SIZE, min(decoder.bytes_wanted(), 1 << 24))
+                        data = await (stream.receive_some(want) if io is None else io.receive_some(want))
                         timer.waiting_since = None
                         if not data:
                             break
@@ -147,7 +150,7 @@ async def _read_requests(broker: Broker, stream: trio.abc.Stream, peer: str,
                             log.info("closing %s: SASL authentication failed", peer)
                             break
                         if answer[1] is None and not queued.count:
-                            await _send(stream, answer[0])
+                            await _send(stream, io, answer[0])
                             continue
                         queued.count += 1
                         await responses.send(answer)
@@ -163,7 +166,7 @@ async def _read_requests(broker: Broker, stream: trio.abc.Stream, peer: str,
         nursery.cancel_scope.cancel()
 
 
-async def _send_in_order(stream: trio.abc.Stream, to_send: trio.MemoryReceiveChannel,
+async def _send_in_order(stream: trio.abc.Stream, io: SocketIO | None, to_send: trio.MemoryReceiveChannel,
                          reader_scope: trio.CancelScope, peer: str, queued: _Queued) -> None:
     """Answers leave in request order; one waiting for its group commit holds back the ones
     behind it (Kafka clients require the order), not the reading of further requests."""
@@ -172,7 +175,7 @@ async def _send_in_order(stream: trio.abc.Stream, to_send: trio.MemoryReceiveCha
             async for response, durable in to_send:
                 if durable is not None:
                     response = await durable()
-                await _send(stream, response)
+                await _send(stream, io, response)
                 queued.count -= 1
     except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         reader_scope.cancel()
@@ -181,20 +184,11 @@ async def _send_in_order(stream: trio.abc.Stream, to_send: trio.MemoryReceiveCha
         reader_scope.cancel()
 
 
-async def _receive_into(sock: trio.socket.SocketType, buffer: memoryview) -> int:
-    """recv_into, with socket errors as a stream's (trio's SocketStream.receive_some does the same)."""
-    try:
-        return await sock.recv_into(buffer)
-    except OSError as exc:
-        raise trio.BrokenResourceError(f"receiving failed: {exc}") from exc
-
-
-async def _send(stream: trio.abc.Stream, response: bytes | list) -> None:
-    if isinstance(response, list):
-        if isinstance(stream, trio.SocketStream):
-            await send_buffers(stream.socket, response)
-        else:  # no zero-copy through TLS (or into memory): one write
-            await stream.send_all(b"".join(response))
+async def _send(stream: trio.abc.Stream, io: SocketIO | None, response: bytes | list) -> None:
+    if io is not None:
+        await io.send(response)
+    elif isinstance(response, list):  # no zero-copy through TLS (or into memory): one write
+        await stream.send_all(b"".join(response))
     else:
         await stream.send_all(response)
 

@@ -126,14 +126,14 @@ def test_zstd_needs_produce_v7_and_fetch_v10(gregor, topic_name):
 
 
 def test_large_fetch_of_many_batches_arrives_whole_and_in_order(gregor, topic_name):
-    """A fetch answer is written as one buffer per batch with sendmsg: more batches than one
-    sendmsg takes (IOV_BATCH) and more bytes than the socket buffer, so partial writes happen."""
+    """A fetch answer is written as one buffer per batch with writev: more batches than one
+    writev takes (IOV_MAX) and more bytes than the socket buffer, so partial writes happen."""
     from kafka.record.memory_records import MemoryRecords
 
-    from broker.net.sendmsg import IOV_BATCH
+    from broker.net.socket_io import IOV_MAX
     client = WireClient(gregor)
     create(client, topic_name)
-    count = 3 * IOV_BATCH
+    count = 3 * IOV_MAX
     for i in range(count):
         assert produce(client, topic_name, batch(1, value=b"%06d" % i + b"." * 1000)).error_code == 0
     F = FetchRequest.FetchTopic
