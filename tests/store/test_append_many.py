@@ -8,6 +8,7 @@ import pytest
 from protocol.record_batch import parse_header
 from store import AppendResult, StorageFull, Store, UnknownPartition, UnknownTopic, records
 from store.errors import EntryTooLarge
+from store.segment import WriteBuffer
 from tests.store.conftest import append, build_batch, disk_full, tiny_config
 
 
@@ -100,3 +101,50 @@ def test_single_append_raises_what_append_many_returns(store):
     with pytest.raises(UnknownPartition):
         append(store, "t", 3, build_batch([b"v"]))
     assert append(store, "t", 0, build_batch([b"v"])).base_offset == 0
+
+
+def test_a_request_is_written_with_one_write_and_read_back_whole(store, monkeypatch):
+    """The entries of one call are encoded one after the other and written together; a partition
+    listed twice gets consecutive offsets; all of it reads back."""
+    store.create_topic("t", 3, {})
+    writes = []
+    real = WriteBuffer.pwrite
+    monkeypatch.setattr(WriteBuffer, "pwrite",
+                        lambda self, fd, length, offset: (writes.append(length), real(self, fd, length, offset)))
+    items = [_item("t", p % 3, build_batch([b"%d" % p])) for p in range(6)]
+    out = store.append_many(items)
+    assert len(writes) == 1
+    assert [(r.base_offset, r.last_offset) for r in out] == [(0, 0), (0, 0), (0, 0), (1, 1), (1, 1), (1, 1)]
+    for p in range(3):
+        got = store.read("t", p, 0, 1 << 20).batches
+        assert [parse_header(bytes(b)).base_offset for b in got] == [0, 1]
+        assert [next(iter(records.decode(bytes(b)))).value for b in got] == [b"%d" % p, b"%d" % (p + 3)]
+
+
+def test_a_request_larger_than_the_write_buffer_or_a_segment_is_written_in_parts(data_dir):
+    s = Store.open(data_dir, tiny_config())  # 8 KiB segments: the request rolls several times
+    s.create_topic("t", 4, {})
+    out = s.append_many([_item("t", i % 4, build_batch([b"%04d" % i + b"." * 1000])) for i in range(40)])
+    assert [r.__class__ for r in out] == [AppendResult] * 40
+    for p in range(4):
+        got = s.read("t", p, 0, 1 << 20).batches
+        assert [next(iter(records.decode(bytes(b)))).value[:4] for b in got] == [b"%04d" % i for i in range(p, 40, 4)]
+    s.close()
+    s = Store.open(data_dir, tiny_config())  # and recovers the same
+    assert [s.high_watermark("t", p) for p in range(4)] == [10] * 4
+    s.close()
+
+
+def test_a_failed_write_acknowledges_none_of_the_deferred_entries(store, monkeypatch):
+    store.create_topic("t", 2, {})
+    append(store, "t", 0, build_batch([b"before"]))
+    written = store._log.write_position
+
+    def failing(self, fd, length, offset):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(WriteBuffer, "pwrite", failing)
+    out = store.append_many([_item("t", 0, build_batch([b"a"])), _item("t", 1, build_batch([b"b"]))])
+    assert all(isinstance(r, Exception) and not isinstance(r, AppendResult) for r in out)
+    assert store._log.write_position == written  # nothing deferred counts as written
+    assert (store.high_watermark("t", 0), store.high_watermark("t", 1)) == (1, 0)
