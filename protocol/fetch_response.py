@@ -6,7 +6,7 @@ the encoded body, and a third time when the frame prefix was put in front. Profi
 of the consume benchmark put those copies at about two fifths of the broker's fetch
 work. This encoder returns a list of buffers instead: the small fixed fields as
 bytes, and every record batch as the memoryview the store handed out. The
-connection writes the list with one scatter-gather sendmsg, so batch bytes go from
+connection writes the list with scatter-gather writev, so batch bytes go from
 the page cache to the socket with no Python-level copy.
 
 The layout is Kafka's FetchResponse.json; tests/protocol/test_fetch_response.py

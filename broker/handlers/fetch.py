@@ -89,7 +89,7 @@ def forgotten(body, version: int) -> list[PartitionKey]:
 
 async def handle_fetch(broker: Broker, request: Request):
     """The answer is a list of buffers (protocol.fetch_response): record batches stay memoryviews
-    over the commitlog until the connection writes them with sendmsg."""
+    over the commitlog until the connection writes them with writev."""
     body = request.body
     version = request.header.api_version
     name_of = broker.store.topic_name

@@ -1,6 +1,6 @@
-"""Writing a response given as buffers with scatter-gather sendmsg: fetch answers to clients
-(broker/net/connection.py) and the commitlog shipped to followers (broker/cluster/shipping.py),
-as memoryviews over the commitlog's mmap, reach the kernel without a copy in Python."""
+"""Writing buffers with scatter-gather sendmsg on a trio socket: the commitlog shipped to
+followers (broker/cluster/shipping.py), memoryviews over the commitlog's mmap, reaches the kernel
+without a copy in Python. (Client connections write theirs through broker/net/socket_io.py.)"""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ IOV_BATCH = 512  # buffers per sendmsg call; Linux allows 1024 (IOV_MAX)
 
 
 async def send_buffers(sock: trio.socket.SocketType, buffers: list) -> None:
-    """Write a response given as buffers (fetch, and the commitlog shipped to followers:
-    memoryviews over the commitlog's mmap) with scatter-gather sendmsg, so record bytes reach the
+    """Write buffers (the commitlog shipped to followers: memoryviews over the commitlog's
+    mmap) with scatter-gather sendmsg, so record bytes reach the
     kernel without a copy in Python.
     trio's SocketStream.send_all takes one buffer only, hence the direct socket call; this
     task is the connection's only sender, as send_all would otherwise enforce."""
