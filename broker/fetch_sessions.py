@@ -248,6 +248,11 @@ class FetchContext:
         self._session = session
         self._request_epoch = request_epoch
 
+    @property
+    def sessionless(self) -> bool:
+        """Neither a session to update nor one to open: every partition read is answered."""
+        return self._session is None and self._cache is None
+
     def respond(self, answers: list[tuple[PartitionKey, int, int, int, bool, int]],
                 now_ms: int) -> tuple[int, int, list[int]]:
         """`answers`: per partition read, in answer order, (key, error code, high watermark, log

@@ -124,6 +124,8 @@ async def handle_fetch(broker: Broker, request: Request):
         finally:
             broker.appends.unregister(keys, event)
     answers += erroneous  # Kafka answers the partitions it could not read after those it read
+    if context.sessionless:  # every partition answered: no per-partition summary to build
+        return _encode(broker, version, answers, ErrorCode.NONE, 0)
     error, session_id, kept = context.respond(
         [(key, r.error_code, r.high_watermark, r.log_start_offset, bool(r.records), r.preferred_read_replica)
          for key, _, r in answers], _now_ms())

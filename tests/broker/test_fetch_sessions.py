@@ -196,3 +196,16 @@ def test_a_followers_session_evicts_a_consumers_at_once():
 
 def test_epochs_wrap_to_one_and_the_final_epoch_stays_final():
     assert (next_epoch(0), next_epoch(2**31 - 1), next_epoch(-1)) == (1, 1, -1)
+
+
+def test_only_a_sessionless_fetch_answers_every_partition_without_the_session_layer():
+    """Epoch -1 (FINAL_EPOCH) with no session: the handler answers every partition read and skips
+    respond(); a full fetch that may open a session and an incremental one go through it."""
+    cache = FetchSessionCache(1000)
+    assert cache.new_context(V, 0, -1, _data(T0), [], False, 0).sessionless
+    assert not cache.new_context(V, 0, 0, _data(T0), [], False, 0).sessionless
+    session_id = _open(cache)
+    assert not cache.new_context(V, session_id, 1, {}, [], False, 1).sessionless
+    context = cache.new_context(V, session_id, -1, _data(T0), [], False, 2)  # closes the session
+    assert context.sessionless and cache.get(session_id) is None
+    assert context.respond([_answer(T0, 5)], 2) == (0, 0, [0])  # what respond() would have said
