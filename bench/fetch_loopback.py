@@ -20,17 +20,15 @@ Run: .venv/bin/python bench/fetch_loopback.py [--repeat 3] [--seconds 5] [--only
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import socket
 import struct
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import profile_paths
+import produce_loopback
 from broker_process import BrokerProcess, stat_cpu_seconds
 from confluent_kafka.admin import AdminClient, NewTopic
 from direct_producer import CORRELATION_AT, build_batch, encode
@@ -135,38 +133,7 @@ def run_case(case: Case, tmp: Path, seconds: float, profile: Path | None = None)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--only", default="", help="comma-separated case names (default: all)")
-    parser.add_argument("--source", type=Path, default=None, help="the checkout whose broker runs")
-    parser.add_argument("--profile", action="store_true",
-                        help="run each case once with the broker under cProfile and print its top functions")
-    args = parser.parse_args()
-    if args.source is not None:
-        BrokerProcess.source = args.source.resolve()
-    wanted = {s for s in args.only.split(",") if s}
-    tmp = Path(tempfile.mkdtemp(prefix="gregor-fetch-loopback-"))
-    try:
-        for case in (c for c in CASES if not wanted or c.name in wanted):
-            if args.profile:
-                stats = tmp / f"{case.name}.prof"
-                row = run_case(case, tmp, args.seconds, stats)
-                print(f"{case.name} under cProfile: {row['loop_us_per_request']:.0f} us/request on the event loop")
-                print(profile_paths._table(stats, case.name, top=30))
-                continue
-            rows = [run_case(case, tmp, args.seconds) for _ in range(args.repeat)]
-
-            def span(key: str, fmt: str = ".1f", rows=rows) -> str:
-                values = [r[key] for r in rows]
-                return f"{min(values):{fmt}}-{max(values):{fmt}}"
-
-            print(f"{case.name:16s} broker {span('us_per_request')} us/request (event loop "
-                  f"{span('loop_us_per_request')}), {span('requests_per_s', ',.0f')} requests/s, "
-                  f"{span('mb_per_s', ',.0f')} MB/s, answers of {span('answer_bytes', ',.0f')} bytes", flush=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return 0
+    return produce_loopback.run_cases(__doc__, CASES, run_case, "gregor-fetch-loopback-", answer_bytes=True)
 
 
 if __name__ == "__main__":

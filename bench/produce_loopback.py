@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,7 +83,13 @@ def run_case(case: Case, tmp: Path, seconds: float, profile: Path | None = None)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return run_cases(__doc__, CASES, run_case, "gregor-produce-loopback-")
+
+
+def run_cases(doc: str, cases: list, run: Callable, tmp_prefix: str, answer_bytes: bool = False) -> int:
+    """The command line of this script and of bench/fetch_loopback.py: each case --repeat times
+    (or once under cProfile), one line of ranges per case."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--only", default="", help="comma-separated case names (default: all)")
@@ -93,24 +100,27 @@ def main() -> int:
     if args.source is not None:
         BrokerProcess.source = args.source.resolve()
     wanted = {s for s in args.only.split(",") if s}
-    tmp = Path(tempfile.mkdtemp(prefix="gregor-produce-loopback-"))
+    tmp = Path(tempfile.mkdtemp(prefix=tmp_prefix))
     try:
-        for case in (c for c in CASES if not wanted or c.name in wanted):
+        for case in (c for c in cases if not wanted or c.name in wanted):
             if args.profile:
                 stats = tmp / f"{case.name}.prof"
-                row = run_case(case, tmp, args.seconds, stats)
+                row = run(case, tmp, args.seconds, stats)
                 print(f"{case.name} under cProfile: {row['loop_us_per_request']:.0f} us/request on the event loop")
                 print(profile_paths._table(stats, case.name, top=30))
                 continue
-            rows = [run_case(case, tmp, args.seconds) for _ in range(args.repeat)]
+            rows = [run(case, tmp, args.seconds) for _ in range(args.repeat)]
 
-            def span(key: str, fmt: str = ".1f") -> str:
+            def span(key: str, fmt: str = ".1f", rows=rows) -> str:
                 values = [r[key] for r in rows]
                 return f"{min(values):{fmt}}-{max(values):{fmt}}"
 
-            print(f"{case.name:18s} broker {span('us_per_request')} us/request (event loop "
-                  f"{span('loop_us_per_request')}), {span('requests_per_s', ',.0f')} requests/s, "
-                  f"{span('mb_per_s', ',.0f')} MB/s", flush=True)
+            line = (f"{case.name:18s} broker {span('us_per_request')} us/request (event loop "
+                    f"{span('loop_us_per_request')}), {span('requests_per_s', ',.0f')} requests/s, "
+                    f"{span('mb_per_s', ',.0f')} MB/s")
+            if answer_bytes:
+                line += f", answers of {span('answer_bytes', ',.0f')} bytes"
+            print(line, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import trio
 
+from broker.net.socket_io import advance
+
 IOV_BATCH = 512  # buffers per sendmsg call; Linux allows 1024 (IOV_MAX)
 
 
@@ -18,10 +20,4 @@ async def send_buffers(sock: trio.socket.SocketType, buffers: list) -> None:
     i = 0
     while i < len(buffers):
         chunk = buffers[i:i + IOV_BATCH]
-        sent = await sock.sendmsg(chunk)
-        for buf in chunk:
-            if sent < len(buf):
-                buffers[i] = memoryview(buf)[sent:]  # partly written: the rest goes next
-                break
-            sent -= len(buf)
-            i += 1
+        i = advance(buffers, i, chunk, await sock.sendmsg(chunk))

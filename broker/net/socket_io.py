@@ -41,23 +41,16 @@ class SocketIO:
 
     async def receive_some(self, max_bytes: int) -> bytes:
         """Up to `max_bytes` bytes; b"" when the peer closed its side."""
-        while True:
-            try:
-                data = os.read(self.fd, max_bytes)
-            except BlockingIOError:
-                self.streak = 0
-                await trio.lowlevel.wait_readable(self.fd)
-                continue
-            except OSError as exc:
-                raise trio.BrokenResourceError(f"receiving failed: {exc}") from exc
-            await self._done_at_once()
-            return data
+        return await self._receive(os.read, max_bytes)
 
     async def receive_into(self, buffer: memoryview) -> int:
         """Bytes received into `buffer`; 0 when the peer closed its side."""
+        return await self._receive(os.readv, (buffer,))
+
+    async def _receive(self, call, arg):
         while True:
             try:
-                n = os.readv(self.fd, (buffer,))
+                got = call(self.fd, arg)
             except BlockingIOError:
                 self.streak = 0
                 await trio.lowlevel.wait_readable(self.fd)
@@ -65,7 +58,7 @@ class SocketIO:
             except OSError as exc:
                 raise trio.BrokenResourceError(f"receiving failed: {exc}") from exc
             await self._done_at_once()
-            return n
+            return got
 
     async def send(self, response: bytes | bytearray | list) -> None:
         """Write all of `response`: one buffer, or a list of them (a fetch answer: memoryviews over
@@ -82,10 +75,17 @@ class SocketIO:
                 continue
             except OSError as exc:
                 raise trio.BrokenResourceError(f"sending failed: {exc}") from exc
-            for buf in chunk:
-                if sent < len(buf):
-                    buffers[i] = memoryview(buf)[sent:]  # partly written: the rest goes next
-                    break
-                sent -= len(buf)
-                i += 1
+            i = advance(buffers, i, chunk, sent)
         await self._done_at_once()
+
+
+def advance(buffers: list, i: int, chunk: list, sent: int) -> int:
+    """After `sent` bytes of `chunk` (buffers[i:i + len(chunk)]) were written: the index of the
+    first buffer not written whole, whose unwritten rest now stands in its place."""
+    for buf in chunk:
+        if sent < len(buf):
+            buffers[i] = memoryview(buf)[sent:]  # partly written: the rest goes next
+            break
+        sent -= len(buf)
+        i += 1
+    return i
