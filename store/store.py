@@ -582,6 +582,7 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
             handle = self._flusher.group if self._sync else None
             ends: dict[ConsumeQueue, int] = {}  # each queue's end after the entries of this request so far
             failed: StoreError | None = None
+            raised: BaseException | None = None
             try:
                 for topic, partition, batch, header in items:
                     parts = parts_of(topic)  # _find(), inlined: a call is ~0.1 us of an append
@@ -624,9 +625,9 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
                     log.write_deferred()
             except OSError as exc:
                 failed = self._write_failed(exc)
-            except BaseException:
-                log.discard()  # nothing deferred is written, nor derived
-                raise
+            except BaseException as exc:  # noqa: BLE001 (re-raised below) e.g. records that do not parse
+                log.discard()  # what is still deferred is dropped; what a roll wrote first is derived below
+                raised = exc
             if failed is not None:  # an I/O error: the items not written or not tried get it
                 out.extend([failed] * (len(items) - len(out)))
             at_most = log.write_position
@@ -647,6 +648,8 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
                 appended += 1
             if handle is not None and appended:
                 self._flusher.claim(appended)
+        if raised is not None:
+            raise raised
         if self._subscribers and appended:
             for (topic, partition, _, _), result in zip(items, out):
                 if result.__class__ is AppendResult and topic != STATE_TOPIC:  # internal: nobody waits on it

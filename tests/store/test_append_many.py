@@ -148,3 +148,24 @@ def test_a_failed_write_acknowledges_none_of_the_deferred_entries(store, monkeyp
     assert all(isinstance(r, Exception) and not isinstance(r, AppendResult) for r in out)
     assert store._log.write_position == written  # nothing deferred counts as written
     assert (store.high_watermark("t", 0), store.high_watermark("t", 1)) == (1, 0)
+
+
+def test_an_item_that_raises_leaves_what_a_roll_wrote_before_it_readable(data_dir):
+    """Entries written early (a roll writes what was deferred) are derived even when a later item
+    raises, so the next append does not reuse their offsets."""
+    s = Store.open(data_dir, tiny_config())  # 8 KiB segments
+    s.create_topic("t", 1, {})
+    s.create_topic("tagged", 1, {"tag.header": "tag"})
+    good = build_batch([b"x" * 5000])
+    broken = bytearray(build_batch([b"y" * 100], headers=[[("tag", b"a")]]))
+    broken[61:] = b"\xff" * (len(broken) - 61)  # the header parses, the records do not
+    with pytest.raises(Exception):  # noqa: B017 (whatever the record decoder raises)
+        s.append_many([_item("t", 0, good), _item("t", 0, good), _item("tagged", 0, bytes(broken))])
+    written = s.high_watermark("t", 0)
+    assert written == 1  # the first entry, written when the second rolled the segment
+    assert append(s, "t", 0, build_batch([b"after"])).base_offset == written
+    assert [parse_header(bytes(b)).base_offset for b in s.read("t", 0, 0, 1 << 20).batches] == list(range(written + 1))
+    s.close()
+    s = Store.open(data_dir, tiny_config())
+    assert s.high_watermark("t", 0) == written + 1
+    s.close()
