@@ -34,7 +34,10 @@ Buffer = bytes | memoryview
 _HEAD_V7 = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
 _I32 = struct.Struct(">i")
 _PART_FIXED = struct.Struct(">ihqq")  # partition, error_code, high_watermark, last_stable_offset
-_PART_V0 = struct.Struct(">ihq")  # v0-v3: partition, error_code, high_watermark
+_PART_V0 = struct.Struct(">ihq")
+# v12+ with a null aborted list: partition, error_code, high_watermark, last_stable_offset, log_start_offset,
+# the null list (uvarint 0), preferred_read_replica
+_PART_V12_UNCOMMITTED = struct.Struct(">ihqqqBi")  # v0-v3: partition, error_code, high_watermark
 _I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")  # producer_id, first_offset
 # a partition's tagged fields holding tag 1, CurrentLeader: 1 field, tag 1, 9 bytes (leader_id, leader_epoch, no tags)
@@ -89,7 +92,11 @@ def encode_fetch_response(version: int, topics: list[tuple[str | uuid.UUID, list
         head += topic.bytes if by_id else _string(topic, flexible)
         head += _count(len(partitions), flexible)
         for p in partitions:
-            if version < 4:  # no transactions yet: no last stable offset, no aborted list
+            if flexible and p.aborted_transactions is None:
+                # v12+, read uncommitted (most answers): the fixed fields and the null aborted list in one pack
+                head += _PART_V12_UNCOMMITTED.pack(p.partition, p.error_code, p.high_watermark, p.last_stable_offset,
+                                                   p.log_start_offset, 0, p.preferred_read_replica)
+            elif version < 4:  # no transactions yet: no last stable offset, no aborted list
                 head += _PART_V0.pack(p.partition, p.error_code, p.high_watermark)
             else:
                 head += _PART_FIXED.pack(p.partition, p.error_code, p.high_watermark, p.last_stable_offset)
@@ -103,8 +110,8 @@ def encode_fetch_response(version: int, topics: list[tuple[str | uuid.UUID, list
                     for producer_id, first_offset in aborted:
                         head += _ABORTED.pack(producer_id, first_offset)
                         head += tags
-            if version >= 11:
-                head += _I32.pack(p.preferred_read_replica)
+                if version >= 11:
+                    head += _I32.pack(p.preferred_read_replica)
             records = p.records
             if records is None:
                 head += null

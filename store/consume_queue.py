@@ -30,6 +30,7 @@ from store.transactions import ABORTED_INDEX
 QUEUE_ENTRY = np.dtype([("pos", "<i8"), ("size", "<i4"), ("tag", "<i8")])
 ENTRY_SIZE = QUEUE_ENTRY.itemsize  # 20
 _ENTRY = struct.Struct("<qiq")  # the same layout, for writing untagged entries (see put)
+_POS_SIZE = struct.Struct("<qi")  # an entry's first two fields, for reading (see entry)
 CORRUPT = -1  # size of an offset whose batch is damaged; position still orders it
 RESERVE_ENTRIES = 4096  # queue entries backed by disk blocks ahead of the writer (80 KiB)
 FIRST_RESERVE_ENTRIES = 4096 // ENTRY_SIZE  # backed when a queue is made: one page (204 entries)
@@ -76,6 +77,7 @@ class ConsumeQueue:
         "_cur_bytes",
         "_cur_index",
         "_low",
+        "_read",
         "_reserve_lock",
         "closed",
         "directory",
@@ -97,6 +99,7 @@ class ConsumeQueue:
         self._cur_index = -1
         self._cur: np.ndarray | None = None
         self._cur_bytes: memoryview | None = None  # the bytes of _cur, for put
+        self._read: tuple[np.ndarray | None, memoryview | None] = (None, None)  # the file entry read last, its bytes
         self.reserved = 0  # entries below this offset have disk blocks (see reserve)
         # A writer past refill_at asks the reserver thread (store/reserver.py) to reserve
         # ahead, while half a reservation, or half a file, is still left.
@@ -279,13 +282,21 @@ class ConsumeQueue:
 
     # ---- reading -----------------------------------------------------------------------
     def entry(self, offset: int) -> tuple[int, int]:
-        """(commitlog position, batch size) of the batch holding `offset`; size 0 if none."""
+        """(commitlog position, batch size) of the batch holding `offset`; size 0 if none.
+
+        struct over the file's bytes: numpy's structured-array element and field reads cost
+        0.7 us, struct 0.07 us (one lookup per partition of a fetch, one per batch it returns).
+        The bytes are cached for the file read last, checked against `files` on every call (one
+        tuple, replaced whole: other threads read entries too), so a file removed or mapped
+        again is never read through a stale view."""
         index, slot = divmod(offset, self.per_file)
         arr = self.files.get(index)
         if arr is None:
             return 0, 0
-        e = arr[slot]
-        return int(e["pos"]), int(e["size"])
+        read = self._read
+        if read[0] is not arr:
+            read = self._read = (arr, memoryview(arr.view(np.uint8)))
+        return _POS_SIZE.unpack_from(read[1], slot * ENTRY_SIZE)
 
     def entries(self, start: int, stop: int) -> np.ndarray:
         """Entries for offsets [start, stop): a view inside one file, else a copy."""
@@ -422,4 +433,5 @@ class ConsumeQueue:
             self.closed = True
         self.files.clear()
         self._cur = self._cur_bytes = None
+        self._read = (None, None)
         shutil.rmtree(self.directory, ignore_errors=True)

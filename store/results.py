@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from store.flush import FlushHandle
@@ -17,13 +16,8 @@ class AppendResult(NamedTuple):  # a tuple: cheaper to build than a frozen datac
     log_start_offset: int  # the partition's, as the batch was appended (Produce answers carry it)
 
 
-@dataclass(frozen=True, slots=True)
-class ReadResult:
+class ReadResult(NamedTuple):  # a tuple, as AppendResult: one per partition of every fetch
     batches: list[memoryview]
     high_watermark: int
     log_start_offset: int
-    last_stable_offset: int = -1  # -1: the high watermark
-
-    def __post_init__(self) -> None:
-        if self.last_stable_offset < 0:
-            object.__setattr__(self, "last_stable_offset", self.high_watermark)
+    last_stable_offset: int

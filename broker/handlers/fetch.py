@@ -39,6 +39,7 @@ ZSTD_MIN_FETCH_VERSION = 10
 LEADER_IN_ANSWER_FROM = 16  # KIP-951: a NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the leader
 _LEADER_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 
+_new_tuple = tuple.__new__
 ZERO_ID = uuid.UUID(int=0)  # kafka-python decodes the all-zero topic id as None
 Answer = tuple[PartitionKey, str | None, PartitionResult]  # (key, topic name, result)
 
@@ -181,6 +182,9 @@ def _read_all(broker: Broker, body, version: int, partitions: list[tuple[Partiti
     has_error = False
     answers: list[Answer] = []
     topics: dict[str, tuple] = {}  # name -> (the topic whose data it reads, its view or None, its id)
+    # what most fetches are: a consumer of today's protocol, reading uncommitted at the master
+    plain = version >= ZSTD_MIN_FETCH_VERSION and not committed and preferred < 0
+    replica_reads = version >= 11
     for key, part in partitions:
         topic = topics.get(part.topic)
         if topic is None:
@@ -193,14 +197,45 @@ def _read_all(broker: Broker, body, version: int, partitions: list[tuple[Partiti
             answers.append((key, part.topic, error_partition(key[1], ErrorCode.INCONSISTENT_TOPIC_ID)))
             has_error = True
             continue
-        result, nbytes, matched = _read_one(broker, version, part, key[1], topic, committed, preferred,
-                                            remaining, first=not size)
+        if plain and topic[1] is None:
+            result, nbytes, matched = _read_plain(broker, part, key[1], topic[0], replica_reads, remaining, not size)
+        else:
+            result, nbytes, matched = _read_one(broker, version, part, key[1], topic, committed, preferred,
+                                                remaining, first=not size)
         if result.error_code or result.preferred_read_replica >= 0:
             has_error = True
         size += matched
         remaining -= nbytes
         answers.append((key, part.topic, result))
     return answers, size, has_error
+
+
+def _read_plain(broker: Broker, part: FetchPartition, index: int, meta, replica_reads: bool, remaining: int,
+                first: bool) -> tuple[PartitionResult, int, int]:
+    """_read_one for a topic that is no view, read uncommitted at the master, by a client that
+    reads zstd and message format v2 (Fetch v10+): the checks that cannot apply left out."""
+    if meta is None or not 0 <= index < meta.partitions:  # deleted since the check
+        return error_partition(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, aborted=[]), 0, 0
+    fenced = epoch_error(broker, meta.name, index, part.current_leader_epoch, replica_reads)
+    if fenced:
+        return error_partition(index, fenced), 0, 0
+    store = broker.store
+    limit = min(part.max_bytes, remaining)
+    try:
+        result = store.read(meta.name, index, part.fetch_offset, limit if limit > 0 else 1)
+    except (UnknownTopic, UnknownPartition, OffsetOutOfRange, CorruptData) as exc:
+        return _read_error(store, meta.name, index, exc), 0, 0
+    batches = result[0]
+    if batches:
+        if not first and (limit <= 0 or len(batches[0]) > limit):
+            batches = []  # KIP-74 exempts only the response's first batch from the limits
+            nbytes = 0
+        else:
+            nbytes = sum(map(len, batches))
+    else:
+        nbytes = 0
+    return _new_tuple(PartitionResult, (index, 0, result[1], result[3], result[2], None, -1, batches, None)), \
+        nbytes, nbytes
 
 
 def _read_one(broker: Broker, version: int, part: FetchPartition, index: int, topic: tuple, committed: bool,
@@ -233,15 +268,8 @@ def _read_one(broker: Broker, version: int, part: FetchPartition, index: int, to
             result = store.read(part.topic, index, part.fetch_offset, max(limit, 1), committed)
         else:
             result = read_view(store, view, meta.configs[TAG_HEADER], index, part.fetch_offset, max(limit, 1))
-    except (UnknownTopic, UnknownPartition):  # deleted by another client since the check above
-        return error_partition(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, aborted=[]), 0, 0
-    except OffsetOutOfRange:
-        return error_partition(index, ErrorCode.OFFSET_OUT_OF_RANGE), 0, 0
-    except CorruptData:
-        # damaged at rest (found by the startup CRC check): an error, never garbage;
-        # Java consumers raise it to the application, which may seek past the range
-        return error_partition(index, ErrorCode.CORRUPT_MESSAGE, store.high_watermark(meta.name, index),
-                               store.log_start_offset(meta.name, index)), 0, 0
+    except (UnknownTopic, UnknownPartition, OffsetOutOfRange, CorruptData) as exc:
+        return _read_error(store, meta.name, index, exc), 0, 0
     batches = result.batches
     if version <= down_convert.LAST_VERSION:  # per-record work, for these old consumers only
         batches = down_convert.down_convert(batches, down_convert.magic_for(version), part.fetch_offset,
@@ -265,7 +293,21 @@ def _read_one(broker: Broker, version: int, part: FetchPartition, index: int, to
         end = (_BASE.unpack_from(batches[-1], 0)[0] + _LAST_DELTA.unpack_from(batches[-1], 23)[0] + 1
                if batches else part.fetch_offset)
         aborted = store.aborted_transactions(meta.name, index, part.fetch_offset, end)
-    return PartitionResult(index, 0, hw, lso, result.log_start_offset, aborted, -1, batches), nbytes, matched
+    # tuple.__new__, a C call: the NamedTuple's own __new__ is a Python function
+    return _new_tuple(PartitionResult, (index, 0, hw, lso, result.log_start_offset, aborted, -1, batches, None)), \
+        nbytes, matched
+
+
+def _read_error(store, topic: str, index: int, exc: Exception) -> PartitionResult:
+    """The answer of a partition whose read raised."""
+    if isinstance(exc, (UnknownTopic, UnknownPartition)):  # deleted by another client since the check
+        return error_partition(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, aborted=[])
+    if isinstance(exc, OffsetOutOfRange):
+        return error_partition(index, ErrorCode.OFFSET_OUT_OF_RANGE)
+    # CorruptData: damaged at rest (found by the startup CRC check): an error, never garbage;
+    # Java consumers raise it to the application, which may seek past the range
+    return error_partition(index, ErrorCode.CORRUPT_MESSAGE, store.high_watermark(topic, index),
+                           store.log_start_offset(topic, index))
 
 
 def _conversion_error(partition: int, error_code: int) -> PartitionResult:
