@@ -92,17 +92,18 @@ def encode_fetch_response(version: int, topics: list[tuple[str | uuid.UUID, list
         head += topic.bytes if by_id else _string(topic, flexible)
         head += _count(len(partitions), flexible)
         for p in partitions:
-            if flexible and p.aborted_transactions is None:
+            # one unpacking, not an attribute read per field: this runs once per partition
+            partition, error, high_watermark, last_stable, log_start, aborted, preferred, records, leader = p
+            if flexible and aborted is None:
                 # v12+, read uncommitted (most answers): the fixed fields and the null aborted list in one pack
-                head += _PART_V12_UNCOMMITTED.pack(p.partition, p.error_code, p.high_watermark, p.last_stable_offset,
-                                                   p.log_start_offset, 0, p.preferred_read_replica)
+                head += _PART_V12_UNCOMMITTED.pack(partition, error, high_watermark, last_stable, log_start, 0,
+                                                   preferred)
             elif version < 4:  # no transactions yet: no last stable offset, no aborted list
-                head += _PART_V0.pack(p.partition, p.error_code, p.high_watermark)
+                head += _PART_V0.pack(partition, error, high_watermark)
             else:
-                head += _PART_FIXED.pack(p.partition, p.error_code, p.high_watermark, p.last_stable_offset)
+                head += _PART_FIXED.pack(partition, error, high_watermark, last_stable)
                 if version >= 5:
-                    head += _I64.pack(p.log_start_offset)
-                aborted = p.aborted_transactions
+                    head += _I64.pack(log_start)
                 if aborted is None:
                     head += null
                 else:
@@ -111,8 +112,7 @@ def encode_fetch_response(version: int, topics: list[tuple[str | uuid.UUID, list
                         head += _ABORTED.pack(producer_id, first_offset)
                         head += tags
                 if version >= 11:
-                    head += _I32.pack(p.preferred_read_replica)
-            records = p.records
+                    head += _I32.pack(preferred)
             if records is None:
                 head += null
             else:
@@ -122,8 +122,8 @@ def encode_fetch_response(version: int, topics: list[tuple[str | uuid.UUID, list
                     out.append(bytes(head))
                     out.extend(records)
                     head = bytearray()
-            if flexible and p.current_leader is not None:
-                head += _CURRENT_LEADER.pack(1, 1, 9, p.current_leader[0], p.current_leader[1], 0)
+            if flexible and leader is not None:
+                head += _CURRENT_LEADER.pack(1, 1, 9, leader[0], leader[1], 0)
             else:
                 head += tags  # the partition's tagged fields: none
         head += tags

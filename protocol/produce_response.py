@@ -40,6 +40,8 @@ _ONE_BYTE = [bytes((n,)) for n in range(0x80)]  # every uvarint below 128, made 
 def _uvarint(n: int) -> bytes:
     if n < 0x80:
         return _ONE_BYTE[n]
+    if n < 0x4000:  # two bytes: a fetched partition's records of a few KiB (not the loop below)
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)

@@ -36,6 +36,7 @@ _pack_header = E.HEADER_AND_REWRITE.pack_into
 _pack_crc = struct.Struct(">I").pack_into  # the prefix's CRC field, at byte 4
 _HEADER_SIZE, _CRC_FROM, _MAGIC_DATA = E.HEADER_SIZE, E.CRC_FROM, E.MAGIC_DATA
 _crc = crc32c.crc32c
+_bisect_right = bisect.bisect_right
 _REWRITTEN = E.BATCH_REWRITE.size  # the batch's first bytes the entry header rewrites (16)
 _HEAD = _HEADER_SIZE + _REWRITTEN
 # Batches from this size on are written from the request's own buffer (pwritev) instead of being
@@ -144,10 +145,14 @@ class CommitLog:
 
     def view(self, position: int, size: int) -> memoryview | None:
         """Zero-copy view of bytes [position, position+size), or None if that segment is gone."""
-        seg = self.segment_at(position)
-        if seg is None:
+        segments, starts = self._table  # segment_at(), inlined: once per batch of every fetch
+        i = _bisect_right(starts, position) - 1
+        if i < 0:
             return None
+        seg = segments[i]
         local = position - seg.start
+        if local >= seg.size:
+            return None
         return seg.view[local:local + size]
 
     # ---- appending -------------------------------------------------------------------
