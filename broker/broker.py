@@ -66,11 +66,16 @@ class AppendSignals:
 
     waiters: dict[tuple[str, int], set[trio.Event]] = field(default_factory=dict)
 
-    def notify(self, topic: str, partition: int) -> None:
-        events = self.waiters.pop((topic, partition), None)
-        if events:
-            for event in events:
-                event.set()
+    def notify(self, keys: list[tuple[str, int]]) -> None:
+        """The partitions `keys` (topic, partition) have more to read (Store.subscribe_appends)."""
+        waiters = self.waiters
+        if not waiters:  # no fetch waits: a produce of 100 partitions pays one test, not 100 lookups
+            return
+        for key in keys:
+            events = waiters.pop(key, None)
+            if events:
+                for event in events:
+                    event.set()
 
     def register(self, keys: list[tuple[str, int]], event: trio.Event) -> None:
         for key in keys:

@@ -74,10 +74,10 @@ class FollowerLog:
             for part in moved:
                 if part.txns is not None:
                     part.txns.replicated(part.hw)
-        for part in moved:
-            if not part.internal:
-                for callback in self._subscribers:
-                    callback(part.topic, part.index)
+        keys = [(part.topic, part.index) for part in moved if not part.internal]
+        if keys:
+            for callback in self._subscribers:
+                callback(keys)
 
     def set_high_watermark(self, topic: str, partition: int, offset: int | None) -> int:
         """Replication moves the high watermark (None: follow the log end again); kept within
@@ -298,9 +298,10 @@ class FollowerLog:
             end = self._log.write_position
         if unreplicated is None:  # in a broker group readers wait for the high watermark: replicated_to wakes them
             # (on the caller's thread; a follower applies in a worker thread, its event loop calls replicated_to)
-            for part in dict.fromkeys(touched):
+            keys = [(part.topic, part.index) for part in dict.fromkeys(touched)]
+            if keys:
                 for callback in self._subscribers:
-                    callback(part.topic, part.index)
+                    callback(keys)
         return end
 
     def follow_retention(self, master_start: int) -> int:

@@ -141,7 +141,7 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
         self._checkpoint_lock = threading.Lock()
         self._checkpointed: dict[str, tuple[int, int]] = {}  # queue bounds in the last checkpoint
         self._checkpointer = Periodic("checkpoint", config.checkpoint_interval_ms / 1000, self.write_checkpoint)
-        self._subscribers: list[Callable[[str, int], None]] = []
+        self._subscribers: list[Callable[[list[tuple[str, int]]], None]] = []
         self._last_ts = 0
         self._full_warned = -FULL_WARNING_INTERVAL_S
         self._sync = config.flush_mode == "sync"
@@ -530,10 +530,11 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
     def _all_partitions(self) -> list[Partition]:
         return [part for parts in self._parts.values() for part in parts]
 
-    def subscribe_appends(self, callback: Callable[[str, int], None]) -> None:
-        """`callback(topic, partition)` when readers may see more of a partition: after an
-        append, or (in a broker group) when its high watermark moves (replicated_to); called
-        on the thread that appended or called replicated_to."""
+    def subscribe_appends(self, callback: Callable[[list[tuple[str, int]]], None]) -> None:
+        """`callback([(topic, partition), ...])` when readers may see more of those partitions:
+        after an append call (one call for all its partitions), or (in a broker group) when their
+        high watermark moves (replicated_to); called on the thread that appended or called
+        replicated_to."""
         self._subscribers.append(callback)
 
     # ---- append ----------------------------------------------------------------------
@@ -651,10 +652,11 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
         if raised is not None:
             raise raised
         if self._subscribers and appended:
-            for (topic, partition, _, _), result in zip(items, out):
-                if result.__class__ is AppendResult and topic != STATE_TOPIC:  # internal: nobody waits on it
-                    for callback in self._subscribers:
-                        callback(topic, partition)
+            keys = [(topic, partition) for (topic, partition, _, _), result in zip(items, out)
+                    if result.__class__ is AppendResult and topic != STATE_TOPIC]  # internal: nobody waits on it
+            if keys:
+                for callback in self._subscribers:
+                    callback(keys)
         return out
 
     def _write_failed(self, exc: OSError) -> StoreError:

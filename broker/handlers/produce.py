@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import trio
 
@@ -38,6 +38,7 @@ from store.records import decode
 log = logging.getLogger("gregor.produce")
 ZSTD_MIN_PRODUCE_VERSION = 7  # KIP-110: zstd needs Produce v7+ and Fetch v10+
 MAGIC_2_PRODUCE_VERSION = 3  # below, records may be a message set of magic 0 or 1 (protocol/legacy_append.py)
+_new_tuple = tuple.__new__
 
 
 async def handle_produce(broker: Broker, request: Request):
@@ -186,8 +187,7 @@ def _error(code: ErrorCode, log_start: int = -1, message: str | None = None) -> 
     return code, -1, -1, log_start, message
 
 
-@dataclass(slots=True)
-class _Accepted:
+class _Accepted(NamedTuple):  # built with tuple.__new__ (a C call): one per partition of every produce
     """A partition's batch that passed its checks and goes to the store."""
 
     topic: str
@@ -242,7 +242,7 @@ def _check_one(broker: Broker, policy: _TopicPolicy | None, topic: str, partitio
         # Kafka answers a refused batch with no message and log_start_offset -1; the reason goes to the log.
         log.info("refused batch for %s-%d: %s", topic, partition, exc)
         return _error(exc.error_code, _log_start(broker, topic, partition) if exc.record_level else -1)
-    if header.compression == CODEC_ZSTD and MAGIC_2_PRODUCE_VERSION <= version < ZSTD_MIN_PRODUCE_VERSION:
+    if version < ZSTD_MIN_PRODUCE_VERSION and header.compression == CODEC_ZSTD and version >= MAGIC_2_PRODUCE_VERSION:
         return _error(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)  # Kafka checks Produce v3-v6 only
     if compacted:  # per-record work only for compacted topics
         keyless = _keyless(records)
@@ -271,7 +271,7 @@ def _check_one(broker: Broker, policy: _TopicPolicy | None, topic: str, partitio
         append_time = int(time.time() * 1000)
         batch = bytearray(records)
         stamp_log_append_time(batch, append_time)
-    return _Accepted(topic, partition, batch, header, append_time)
+    return _new_tuple(_Accepted, (topic, partition, batch, header, append_time))
 
 
 def _log_start(broker: Broker, topic: str, partition: int) -> int:

@@ -88,7 +88,7 @@ def test_sync_mode_one_flush_handle_covers_the_request(data_dir):
 def test_appends_are_announced_once_per_appended_partition(store):
     store.create_topic("t", 2, {})
     seen = []
-    store.subscribe_appends(lambda topic, partition: seen.append((topic, partition)))
+    store.subscribe_appends(seen.extend)
     store.append_many([_item("t", 1, build_batch([b"v"])), _item("x", 0, build_batch([b"v"])),
                        _item("t", 0, build_batch([b"v"]))])
     assert seen == [("t", 1), ("t", 0)]

@@ -114,7 +114,7 @@ def test_entry_larger_than_a_segment_is_refused(store):
 
 def test_subscribers_hear_each_append(store):
     heard = []
-    store.subscribe_appends(lambda topic, partition: heard.append((topic, partition)))
+    store.subscribe_appends(heard.extend)
     store.create_topic("t", 2, {})
     append(store, "t", 1, build_batch([b"x"]))
     assert heard == [("t", 1)]

@@ -90,7 +90,7 @@ def test_replicated_to_wakes_append_subscribers_of_the_partitions_that_moved(lea
     woken: list[tuple[str, int]] = []
     first = append(leader, "orders", 0, batch(0))
     append(leader, "orders", 1, batch(1))
-    leader.subscribe_appends(lambda topic, partition: woken.append((topic, partition)))
+    leader.subscribe_appends(woken.extend)
     leader.replicated_to(first.end_position)
     assert woken == [("orders", 0)]
 
