@@ -531,10 +531,9 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
         return [part for parts in self._parts.values() for part in parts]
 
     def subscribe_appends(self, callback: Callable[[list[tuple[str, int]]], None]) -> None:
-        """`callback([(topic, partition), ...])` when readers may see more of those partitions:
-        after an append call (one call for all its partitions), or (in a broker group) when their
-        high watermark moves (replicated_to); called on the thread that appended or called
-        replicated_to."""
+        """`callback([(topic, partition), ...])` when readers may see more of those partitions: after an
+        append call (one call for all its partitions), or (in a broker group) when their high watermark
+        moves (replicated_to); called on the thread that appended or called replicated_to."""
         self._subscribers.append(callback)
 
     # ---- append ----------------------------------------------------------------------
@@ -654,9 +653,8 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
         if self._subscribers and appended:
             keys = [(topic, partition) for (topic, partition, _, _), result in zip(items, out)
                     if result.__class__ is AppendResult and topic != STATE_TOPIC]  # internal: nobody waits on it
-            if keys:
-                for callback in self._subscribers:
-                    callback(keys)
+            for callback in self._subscribers:
+                callback(keys)
         return out
 
     def _write_failed(self, exc: OSError) -> StoreError:
