@@ -34,10 +34,10 @@ Buffer = bytes | memoryview
 _HEAD_V7 = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
 _I32 = struct.Struct(">i")
 _PART_FIXED = struct.Struct(">ihqq")  # partition, error_code, high_watermark, last_stable_offset
-_PART_V0 = struct.Struct(">ihq")
+_PART_V0 = struct.Struct(">ihq")  # v0-v3: partition, error_code, high_watermark
 # v12+ with a null aborted list: partition, error_code, high_watermark, last_stable_offset, log_start_offset,
 # the null list (uvarint 0), preferred_read_replica
-_PART_V12_UNCOMMITTED = struct.Struct(">ihqqqBi")  # v0-v3: partition, error_code, high_watermark
+_PART_V12_UNCOMMITTED = struct.Struct(">ihqqqBi")
 _I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")  # producer_id, first_offset
 # a partition's tagged fields holding tag 1, CurrentLeader: 1 field, tag 1, 9 bytes (leader_id, leader_epoch, no tags)

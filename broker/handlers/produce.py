@@ -242,7 +242,7 @@ def _check_one(broker: Broker, policy: _TopicPolicy | None, topic: str, partitio
         # Kafka answers a refused batch with no message and log_start_offset -1; the reason goes to the log.
         log.info("refused batch for %s-%d: %s", topic, partition, exc)
         return _error(exc.error_code, _log_start(broker, topic, partition) if exc.record_level else -1)
-    if version < ZSTD_MIN_PRODUCE_VERSION and header.compression == CODEC_ZSTD and version >= MAGIC_2_PRODUCE_VERSION:
+    if MAGIC_2_PRODUCE_VERSION <= version < ZSTD_MIN_PRODUCE_VERSION and header.compression == CODEC_ZSTD:
         return _error(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)  # Kafka checks Produce v3-v6 only
     if compacted:  # per-record work only for compacted topics
         keyless = _keyless(records)
