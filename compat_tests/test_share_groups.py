@@ -96,8 +96,7 @@ def test_a_renewed_lock_outlasts_its_duration(client, new_topic, reference, name
 
 def test_an_expired_lock_sends_the_records_to_another_member(client, new_topic, reference, name, bootstrap):
     topic = new_topic(1)
-    # a lock of 5 s, not the brokers' 2: the second member lingers a second before it acknowledges,
-    # and a JVM client on the loaded 2-core machine once took more than the rest (delivery count 3)
+    # a lock of 5 s, not the brokers' 2: the second member lingers a second before it acknowledges
     _from_earliest(bootstrap, name, **{"share.record.lock.duration.ms": "5000"})
     reference.produce(topic, _values(5))
     slow = client.share_member(name, topic, hold=True, timeout=40)  # acquires, never acknowledges
@@ -109,7 +108,14 @@ def test_an_expired_lock_sends_the_records_to_another_member(client, new_topic, 
     finally:
         slow.stop()
     assert sorted(int(d.value) for d in slow.deliveries()) == list(range(5))
-    assert sorted((int(d.value), d.delivery_count) for d in fast.deliveries()) == [(v, 2) for v in range(5)]
+    # each record once, on a later delivery than the first: 2, or 3 when the held member's client won
+    # the expired records first. The Java share consumer keeps fetching in the background after an
+    # empty answer (ShareConsumeRequestManager's fetchMoreRecords), so a member whose application
+    # stopped polling can acquire them again into its buffer, never to hand them out, and they wait
+    # out a second lock. The race is the client's: a broker, Kafka's too, serves whichever fetch
+    # comes first.
+    assert sorted(int(d.value) for d in fast.deliveries()) == list(range(5))
+    assert {d.delivery_count for d in fast.deliveries()} <= {2, 3}
 
 
 def test_a_record_released_up_to_the_delivery_limit_is_archived(client, new_topic, reference, name, bootstrap):
