@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from store.commitlog import CommitLog
+from store.commitlog import ZERO_LEAD, CommitLog
 from store.segment import ALLOCATE_STEP
 from tests.kit.gregor import ROOT
 from tests.kit.wait import wait_until
@@ -57,6 +57,37 @@ def test_an_empty_log_holds_one_step_and_whole_segments_once_written(tmp_path):
             time.sleep(0.01)
         assert log.active.allocated == segment and log._ahead is not None and log._ahead.allocated == segment
         assert 2 * segment - (1 << 20) <= _disk_bytes(tmp_path) <= 2 * segment + (1 << 20)
+    finally:
+        log.close()
+
+
+def test_sync_mode_zero_fills_a_bounded_lead_ahead_of_the_writer_not_whole_segments(tmp_path):
+    """In sync mode every allocated byte is written with zeros first (segment.write_zeros), so the
+    allocator keeps ZERO_LEAD of zeros ahead of the writer, a step at a time, and makes the next
+    segment with one step only once the active one is zero-filled to its end: not a segment and a
+    half of zeros the moment writing begins, which kept the disk busy behind every fdatasync."""
+    segment = 3 * ALLOCATE_STEP
+    log = CommitLog(tmp_path, segment, prezero=True)
+    log.start_allocator()
+    payload = bytes(61) + os.urandom(1 << 20)
+
+    def write_to(position: int) -> None:  # up to the first entry that passes `position`, no further
+        while log.write_position <= position:
+            log.append(payload, bytes(16), b"t", 0, 0, 1, 1, 1)
+
+    try:
+        # each allocator pass ends by setting the writer's next trigger: half a step in, then the lead down to a step
+        wait_until(lambda: log._alloc_trigger == ALLOCATE_STEP // 2, 10, "the allocator's start-up pass")
+        assert log.active.allocated == ALLOCATE_STEP and _disk_bytes(tmp_path) <= ALLOCATE_STEP
+        write_to(ALLOCATE_STEP // 2)  # half a step in (the entry that passes it wakes the allocator): the lead is zero-filled, no further
+        lead_end = log.write_position + ZERO_LEAD
+        wait_until(lambda: log._alloc_trigger == lead_end - ALLOCATE_STEP, 30, "the zeros ahead of the writer")
+        assert log.active.allocated == lead_end < segment and log._ahead is None
+        assert _disk_bytes(tmp_path) <= lead_end + (1 << 20)
+        write_to(lead_end - ALLOCATE_STEP)  # the lead down to a step: zeros to the end, a next segment
+        wait_until(lambda: log._ahead is not None, 30, "the next segment")
+        assert log.active.allocated == segment and log._ahead.allocated == ALLOCATE_STEP
+        assert _disk_bytes(tmp_path) <= segment + ALLOCATE_STEP + (1 << 20)
     finally:
         log.close()
 
