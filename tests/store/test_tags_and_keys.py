@@ -121,3 +121,24 @@ def test_the_key_walker_reads_the_same_keys_as_kafka_pythons_decoder(codec):
     batch = bytes(builder.build())
     assert records.record_keys(batch) == records.keyed_records(batch)
     assert [k for _, k in records.record_keys(batch)] == [k for k in keys if k is not None]
+
+
+def test_the_key_walker_reads_multi_byte_varints_and_long_runs_of_keyless_records():
+    """Offset deltas past 63 and timestamp deltas of several bytes (varints of 2 to 5 bytes),
+    records of 1 to 3-byte lengths, a key now and then among null ones: the inline varints of
+    records.record_keys agree with a full decode."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    from store import records
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=2**30)
+    expected = []
+    for i in range(20_000):
+        key = b"key-%d" % i if i % 997 == 0 or i in (63, 64, 8191, 8192) else None
+        builder.append(i, timestamp=1_000 + i * 7_919 * (1 + i % 3), key=key, value=b"v" * (i % 10 * 1_000),
+                       headers=[])
+        if key is not None:
+            expected.append((i, key))
+    batch = bytes(builder.build())
+    assert records.record_keys(batch) == records.keyed_records(batch) == expected
