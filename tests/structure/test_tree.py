@@ -27,10 +27,13 @@ def _modules() -> dict[str, Path]:
 
 
 MODULES = _modules()
+# C extensions (setup.py builds them): leaves of the import graph, importing no product module
+COMPILED = {".".join(path.relative_to(ROOT).with_suffix("").parts)
+            for package in PACKAGES for path in (ROOT / package).rglob("*.c")}
 
 
 def _resolve(name: str) -> str | None:
-    while name and name not in MODULES:
+    while name and name not in MODULES and name not in COMPILED:
         name = name.rpartition(".")[0]
     return name or None
 
@@ -47,7 +50,7 @@ def _imports(name: str, path: Path) -> set[str]:
             continue
         for target in targets:
             module = _resolve(target)
-            if module and module != name:
+            if module and module != name and module not in COMPILED:
                 out.add(module)
     return out
 
