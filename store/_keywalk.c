@@ -1,7 +1,7 @@
 /* The key index's per-record walk in C: (offset delta, key) of each record of a batch's records area
- * that has a key. store/records.py's record_keys is the same walk in Python, kept, and used when this
+ * that has a key. store/records.py's walk_keys is the same walk in Python, kept, and used when this
  * module is not built; tests/store/test_keywalk.py checks that both give the same answer on the same
- * batches. Written in C because Python is the bound of this loop: 0.27 us a keyless record, and on 2
+ * batches. Written in C because Python is the bound of this loop: 0.33 us a keyless record, and on 2
  * cores the key worker walking a backlog just produced took 8-10% of a librdkafka consumer's rate,
  * even under SCHED_IDLE (docs/notes/produce-path.md). Built by the project's setup (setup.py,
  * setuptools from PyPI); optional: without a compiler, Gregor runs the Python walk. */
