@@ -127,6 +127,22 @@ class FrameDecoder:
         self._need = None
         return frame
 
+    def next_api_key(self) -> int | None:
+        """The api key of the next frame when all of it is already buffered (a pipelined request
+        waiting behind the one being answered), else None. Consumes nothing."""
+        if self._whole is not None:
+            return None
+        pos, buf = self._pos, self._buf
+        if self._need is not None:  # its size was read: the payload starts at pos + 4
+            size = self._need
+        elif len(buf) - pos >= 4:
+            (size,) = SIZE.unpack_from(buf, pos)
+        else:
+            return None
+        if size < 2 or pos + 4 + size > len(buf):
+            return None
+        return (buf[pos + 4] << 8) | buf[pos + 5]
+
     def bytes_wanted(self) -> int:
         """How many more bytes the current frame needs (a read-size hint)."""
         if self._whole is not None:

@@ -104,3 +104,20 @@ def test_frames_come_out_in_order_however_the_bytes_arrive(sizes, cuts, receive)
             out.append(bytes(got))
     assert out == payloads
     assert not decoder.partial
+
+
+def test_next_api_key_names_a_whole_buffered_frame_without_consuming_it():
+    decoder = FrameDecoder()
+    produce, list_offsets = b"\x00\x00" + b"\x00\x09rest", b"\x00\x02" + b"\x00\x07rest"
+    decoder.feed(frame(produce) + frame(list_offsets)[:5])
+    assert decoder.next_api_key() == 0
+    assert decoder.next_frame() == produce
+    assert decoder.next_api_key() is None  # the next one is not all here
+    assert decoder.next_frame() is None  # its size is read now
+    assert decoder.next_api_key() is None
+    decoder.feed(frame(list_offsets)[5:])
+    assert decoder.next_api_key() == 2
+    assert decoder.next_frame() == list_offsets
+    assert decoder.next_api_key() is None
+    decoder.feed(frame(b"\x00"))  # too short to hold an api key
+    assert decoder.next_api_key() is None
