@@ -1,6 +1,6 @@
 """How a produced batch should reach the page cache: a probe of the commitlog's write path.
 
-Four ways of putting 1 GiB of 16 KiB entries (a few bytes apart, as entries are) into a fresh,
+Five ways of putting 1 GiB of 16 KiB entries (a few bytes apart, as entries are) into a fresh,
 fallocated segment file, each on a fresh file, in an order that alternates between rounds:
 
 - `store`: through a shared mapping (`view[a:b] = bytes`), as Gregor's appends were written
@@ -8,9 +8,11 @@ fallocated segment file, each on a fresh file, in an order that alternates betwe
 - `pwrite`: `os.pwrite` of each entry, as they are written now (store/commitlog.py);
 - `recv-into-mapping`: received from a socket straight into the mapping (`recv_into` a slice of
   it: one copy from socket to page cache, the issue's first idea);
-- `recv+pwrite`: received into a reused buffer, then `pwrite` (two copies, as the broker does).
+- `recv+pwrite`: received into a reused buffer, then `pwrite` (two copies, as the broker does);
+- `splice`: moved from the socket into a pipe and from the pipe into the file at the entry's
+  position with `splice(2)` (one copy, by the kernel, as a follower applies shipped chunks).
 
-The last two read from a sender process over loopback. Per way: wall seconds and the receiving
+The last three read from a sender process over loopback. Per way: wall seconds and the receiving
 process's CPU seconds, median [lowest-highest] over the rounds. The first round of a run often
 costs more for every way: memory this VM had handed back to its host faults in again.
 
@@ -20,6 +22,7 @@ Run: .venv/bin/python bench/write_path_probe.py [--repeat 3] [--gib 1] [--dir /t
 from __future__ import annotations
 
 import argparse
+import fcntl
 import mmap
 import os
 import socket
@@ -113,7 +116,31 @@ def recv_and_pwrite(fd: int, size: int) -> None:
     sender.wait()
 
 
-WAYS = {"store": store, "pwrite": pwrite, "recv-into-mapping": recv_into_mapping, "recv+pwrite": recv_and_pwrite}
+def splice(fd: int, size: int) -> None:
+    conn, sender = _receiving(size)
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 1 << 20)
+    sock = conn.fileno()
+    try:
+        for pos in _positions(size):
+            moved = 0
+            while moved < ENTRY:
+                n = os.splice(sock, write_end, ENTRY - moved)
+                if n == 0:
+                    raise EOFError("the sender stopped early")
+                while n:
+                    w = os.splice(read_end, fd, n, offset_dst=pos + moved)
+                    moved += w
+                    n -= w
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    conn.close()
+    sender.wait()
+
+
+WAYS = {"store": store, "pwrite": pwrite, "recv-into-mapping": recv_into_mapping, "recv+pwrite": recv_and_pwrite,
+        "splice": splice}
 
 
 def _fmt(values: list[float]) -> str:
