@@ -173,14 +173,25 @@ def _consumer(spec: dict, pauses: _FetchPauses | None = None) -> Consumer:
 
 
 def consume(spec: dict) -> dict:
-    """Read `expected` messages from the beginning of every partition; rate from first to last."""
+    """Read `expected` messages from the start of every partition.
+
+    spec "start": "beginning" (the default) assigns OFFSET_BEGINNING, and librdkafka looks up each
+    partition's start with a ListOffsets request of its own; "stored" assigns offset 0 (the
+    topics are new), as a group resuming from committed offsets or Spark's Kafka source assigns
+    known positions. spec "timed": "first" (the default) rates from the first record to the last;
+    "assign" connects first (a Metadata request) and rates from assign to the last record: what
+    the application waits for, with no clock started by whichever partial answer comes first."""
     pauses = _FetchPauses()
     consumer = _consumer(spec, pauses)
-    consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in _targets(spec)])
+    from_assign = spec.get("timed", "first") == "assign"
+    if from_assign:
+        consumer.list_topics(timeout=30)
+    offset = 0 if spec.get("start", "beginning") == "stored" else OFFSET_BEGINNING
+    start = time.perf_counter()
+    consumer.assign([TopicPartition(t, p, offset) for t, p in _targets(spec)])
     expected = spec["expected"]
     got = errors = 0
     nbytes = 0
-    start = time.perf_counter()
     first = None
     deadline = start + spec["seconds"]
     while got < expected and time.perf_counter() < deadline:
@@ -200,7 +211,7 @@ def consume(spec: dict) -> dict:
     # this read's last messages were queued (it did not slow the read) is mostly not counted.
     paused = pauses.count
     consumer.close()
-    span = end - (first or start)
+    span = end - (start if from_assign else first or start)
     return {"received": got, "errors": errors, "bytes": nbytes, "seconds": span,
             "seconds_with_connect": end - start, "fetch_pauses": paused, "msgs_per_s": got / span if span else 0.0,
             "mb_per_s": nbytes / span / 1e6 if span else 0.0}

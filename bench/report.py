@@ -208,13 +208,23 @@ def _partitions(results: dict) -> list[str]:
     md = ["### Partitions (1 KiB, acks=1, async flush)", "",
           ("1,000 and more partitions are topics of 1,000, created at most 5 topics per CreateTopics call "
            "(Kafka's controller refuses a request of more than 10,000 metadata records) on both brokers. "
-           "CreateTopics time runs until every partition has a leader in Metadata."), "", HEAD, RULE]
+           "CreateTopics time runs until every partition has a leader in Metadata. Each consume reads "
+           "the same count from either broker, timed from assign to the last record with a consumer "
+           "already connected: \"consume\" resumes at known positions (offset 0, as a group with "
+           "committed offsets or Spark's Kafka source does); \"consume from the beginning\" assigns "
+           "OFFSET_BEGINNING, which librdkafka looks up with one ListOffsets request per partition, "
+           "paced by the client (at 10,000 partitions it sends a first ~2,000, the rest about a second "
+           "later) and by the 500 ms long polls of fetches that wait meanwhile, on either broker."),
+          "", HEAD, RULE]
     for count in PARTITION_COUNTS:
         if not _has(results, f"produce/1024/p{count}"):
             continue
         name = f"{count:,} partition" + ("s" if count > 1 else "")
         md.append(_row(results, f"{name}: produce msg/s", f"produce/1024/p{count}", "msgs_per_s"))
         md.append(_row(results, f"{name}: consume msg/s", f"consume/1024/p{count}", "msgs_per_s"))
+        if _has(results, f"consume-earliest/1024/p{count}"):
+            md.append(_row(results, f"{name}: consume from the beginning msg/s", f"consume-earliest/1024/p{count}",
+                           "msgs_per_s"))
         md.append(_row(results, f"{name}: CreateTopics s", f"produce/1024/p{count}", "create_seconds", 2))
     return md + ["", "![throughput vs partitions](bench-partitions.png)", ""]
 
