@@ -468,12 +468,7 @@ class CommitLog:
         ok = True
         if active.allocated >= active.size and local >= ALLOCATE_STEP // 2:
             ok = self._prepare_next()
-        if active is self.active:
-            if active.allocated < active.size or self._ahead is None:
-                trigger = active.start + ALLOCATE_STEP // 2
-            else:
-                trigger = _NEVER  # the roll wakes the allocator
-            self._set_trigger(trigger, ok)
+        self._rearm(active, ok)
         return ok
 
     def _zero_ahead(self, active: Segment, local: int) -> bool:
@@ -491,19 +486,24 @@ class CommitLog:
                 ok = False
             if ok and active.allocated >= active.size:
                 ok = self._prepare_next()
-        if active is self.active:
-            if active.allocated < active.size:
-                # woken when the lead is down to one step
-                trigger = active.start + max(ALLOCATE_STEP // 2, active.allocated - ALLOCATE_STEP)
-            elif self._ahead is None:
-                trigger = active.start + ALLOCATE_STEP // 2
-            else:
-                trigger = _NEVER  # the roll wakes the allocator
-            self._set_trigger(trigger, ok)
+        self._rearm(active, ok)
         return ok
 
-    def _set_trigger(self, trigger: int, ok: bool) -> None:
-        self._alloc_trigger = trigger if ok else _NEVER  # out of space: the append path meets it
+    def _rearm(self, active: Segment, ok: bool) -> None:
+        """Set the writer's trigger for the allocator's next call, unless the log rolled meanwhile:
+        half a step into a segment still being allocated (in sync mode, once the zeroed lead is
+        down to one step); _NEVER once the next segment exists (the roll wakes the allocator),
+        or when out of space (the append path meets it)."""
+        if active is not self.active:
+            return
+        if active.allocated < active.size:
+            lead_from = active.allocated - ALLOCATE_STEP if self.prezero else 0
+            trigger = active.start + max(ALLOCATE_STEP // 2, lead_from)
+        elif self._ahead is None:
+            trigger = active.start + ALLOCATE_STEP // 2
+        else:
+            trigger = _NEVER
+        self._alloc_trigger = trigger if ok else _NEVER
         if ok and trigger <= self.write_position:
             self._alloc_wanted.set()
 
