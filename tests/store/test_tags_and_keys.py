@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from store import records
 from tests.store.conftest import append, build_batch
@@ -108,10 +109,6 @@ def test_key_index_rolls_to_new_file_when_full(store, data_dir):
 def test_the_key_walker_reads_the_same_keys_as_kafka_pythons_decoder(codec):
     """records.record_keys walks records only up to their keys; it must agree with a full decode
     for every codec and for keys, null keys, empty keys and long (multi-byte varint) lengths."""
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-
-    from store import records
-
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
                                         producer_epoch=-1, base_sequence=-1, batch_size=2**30)
     keys = [b"a", None, b"", b"k" * 300, None, b"\x00\xff" * 70_000]
@@ -125,12 +122,8 @@ def test_the_key_walker_reads_the_same_keys_as_kafka_pythons_decoder(codec):
 
 def test_the_key_walker_reads_multi_byte_varints_and_long_runs_of_keyless_records():
     """Offset deltas past 63 and timestamp deltas of several bytes (varints of 2 to 5 bytes),
-    records of 1 to 3-byte lengths, a key now and then among null ones: the inline varints of
-    records.record_keys agree with a full decode."""
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-
-    from store import records
-
+    records of 1 to 3-byte lengths, a key now and then among null ones: records.record_keys's walk
+    agrees with a full decode."""
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
                                         producer_epoch=-1, base_sequence=-1, batch_size=2**30)
     expected = []
