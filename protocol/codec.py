@@ -84,6 +84,27 @@ def decode_request(frame: bytes) -> Request | UnsupportedRequest:
     return _new(Request, (header, spec, body))
 
 
+def locate_produce_records(payload: bytes | bytearray) -> tuple[int, int, int, int] | None:
+    """For the start of a frame payload that is a Produce request v3+ of one topic and one
+    partition: (its version, where its records' length field starts, where its records start,
+    their length), positions in the payload; else None (another request, more partitions, or
+    `payload` ends before the records). broker/net/splice.py receives such records into a pipe."""
+    if len(payload) < _FIXED_HEADER.size:
+        return None
+    api_key, api_version, _ = _FIXED_HEADER.unpack_from(payload)
+    if api_key != PRODUCE_KEY or not produce_request.MIN_VERSION <= api_version <= API_SPECS[PRODUCE_KEY].max_version:
+        return None
+    try:
+        _, pos = _parse_header(payload, api_version >= produce_request.FLEXIBLE_FROM)
+    except MalformedRequest:
+        return None
+    found = produce_request.locate_records(memoryview(payload)[pos:], api_version)
+    if found is None:
+        return None
+    length_at, at, n = found
+    return api_version, pos + length_at, pos + at, n
+
+
 def _parse_header(frame: bytes, flexible: bool) -> tuple[RequestHeaderInfo, int]:
     """Request header v1 (v2 adds tagged fields). Parsed here rather than with kafka-python's
     RequestHeader: it runs for every request, and the generic schema walk over a BytesIO cost a

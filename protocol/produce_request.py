@@ -206,3 +206,66 @@ def _skip_tags(buf: memoryview, pos: int, end: int) -> int:
         _take(buf, pos, size, end)
         pos += size
     return pos
+
+
+def locate_records(body: memoryview, version: int) -> tuple[int, int, int] | None:
+    """For a request of one topic and one partition: (where its records' length field starts,
+    where its records start, their length), positions in `body`, which may hold only the start
+    of the request. None when the request names more or fewer, its records are null, or `body`
+    ends before the records start. The connection uses it to receive a large batch into a pipe
+    instead of a buffer (broker/net/splice.py); the request is decoded as above all the same."""
+    if not MIN_VERSION <= version <= MAX_VERSION:
+        return None
+    try:
+        return _locate_flexible(body) if version >= FLEXIBLE_FROM else _locate_fixed(body)
+    except (struct.error, IndexError, DecodeError):
+        return None
+
+
+def _locate_fixed(buf: memoryview) -> tuple[int, int, int] | None:
+    (n,) = _I16.unpack_from(buf, 0)
+    pos = 2 + max(n, 0) + 6  # transactional id, acks, timeout
+    (count,) = _I32.unpack_from(buf, pos)
+    if count != 1:
+        return None
+    (n,) = _I16.unpack_from(buf, pos + 4)
+    pos += 6 + max(n, 0)  # the topic's name
+    (parts,) = _I32.unpack_from(buf, pos)
+    if parts != 1:
+        return None
+    _, n = _I32_I32.unpack_from(buf, pos + 4)  # the partition's index, its records' length
+    at = pos + 12
+    if n < 0 or at > len(buf):
+        return None
+    return at - 4, at, n
+
+
+def _locate_flexible(buf: memoryview) -> tuple[int, int, int] | None:
+    n, pos = _uvarint(buf, 0)
+    pos += max(n - 1, 0) + 6  # transactional id, acks, timeout
+    count, pos = _uvarint(buf, pos)
+    if count != 2:  # one topic (compact arrays count n + 1)
+        return None
+    n, pos = _uvarint(buf, pos)
+    pos += max(n - 1, 0)  # the topic's name
+    parts, pos = _uvarint(buf, pos)
+    if parts != 2:
+        return None
+    length_at = pos + 4
+    n, at = _uvarint(buf, length_at)
+    if n == 0 or at > len(buf):
+        return None
+    return length_at, at, n - 1
+
+
+def records_length_field(version: int, n: int) -> bytes:
+    """The encoded length of records of `n` bytes, as the layout of `version` writes it."""
+    if version < FLEXIBLE_FROM:
+        return _I32.pack(n)
+    out = bytearray()
+    n += 1
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
