@@ -136,7 +136,20 @@ def validate_produce_records(records: bytes | bytearray | memoryview | None,
     """
     if not records:
         raise InvalidBatch(ErrorCode.INVALID_RECORD, "produce request carried no record batch")
-    size = len(records)
+    return _validate(records, len(records), max_message_bytes, True)
+
+
+def validate_produce_head(head: bytes, size: int, max_message_bytes: int) -> BatchHeader:
+    """validate_produce_records for a batch of `size` bytes of which only the header (`head`,
+    HEADER_SIZE bytes) is at hand (a batch in a pipe, store/piped.py): every check but the
+    CRC's, which the caller makes once the bytes are somewhere (Kafka checks the CRC between
+    the baseOffset and the count; where this raises, the caller checks the whole batch with
+    validate_produce_records for Kafka's order of errors)."""
+    return _validate(head, size, max_message_bytes, False)
+
+
+def _validate(records: bytes | bytearray | memoryview, size: int, max_message_bytes: int,
+              check_crc: bool) -> BatchHeader:
     if size < LOG_OVERHEAD + 5:
         raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "record batch shorter than its header")
     magic = records[MAGIC_OFFSET]
@@ -156,7 +169,7 @@ def validate_produce_records(records: bytes | bytearray | memoryview | None,
                            f"record batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
     if base_offset != 0:
         raise InvalidBatch(ErrorCode.INVALID_RECORD, "a produced batch must have baseOffset 0", record_level=True)
-    if _crc32c(memoryview(records)[CRC_START:]) != crc:
+    if check_crc and _crc32c(memoryview(records)[CRC_START:]) != crc:
         raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "record batch CRC-32C mismatch")
     if count <= 0 or last_offset_delta + 1 != count:
         raise InvalidBatch(ErrorCode.INVALID_RECORD,

@@ -6,6 +6,7 @@ The public surface is re-exported here; everything else is internal to the packa
 from store.config import StoreConfig
 from store.errors import (
     AdminBusy,
+    BatchCrcMismatch,
     CorruptData,
     CorruptEntry,
     EntryTooLarge,
@@ -20,6 +21,7 @@ from store.errors import (
 from store.flush import FlushHandle
 from store.offsets import OffsetStore
 from store.partition import TAG_HEADER
+from store.piped import PipedBatch
 from store.records import StoredRecord, tag_hash
 from store.store import AppendResult, ReadResult, Store
 from store.topics import TopicMeta
@@ -28,12 +30,14 @@ __all__ = [
     "TAG_HEADER",
     "AdminBusy",
     "AppendResult",
+    "BatchCrcMismatch",
     "CorruptData",
     "CorruptEntry",
     "EntryTooLarge",
     "FlushHandle",
     "OffsetOutOfRange",
     "OffsetStore",
+    "PipedBatch",
     "QueueFilesUnavailable",
     "ReadResult",
     "StorageFull",

@@ -11,6 +11,7 @@ appends (one writer).
 from __future__ import annotations
 
 import bisect
+import errno
 import logging
 import os
 import struct
@@ -23,7 +24,8 @@ import crc32c
 
 from store import entry as E
 from store.atomic_file import fsync_dir
-from store.errors import EntryTooLarge, ReplicationError, StorageFull
+from store.errors import BatchCrcMismatch, EntryTooLarge, ReplicationError, StorageFull
+from store.piped import PipedBatch
 from store.segment import ALLOCATE_STEP, Segment, WriteBuffer, write_zeros
 from store.segment_walk import CorruptRegion, Ending, Tail, claimed_header, resync, walk
 
@@ -39,6 +41,8 @@ _crc = crc32c.crc32c
 _bisect_right = bisect.bisect_right
 _REWRITTEN = E.BATCH_REWRITE.size  # the batch's first bytes the entry header rewrites (16)
 _HEAD = _HEADER_SIZE + _REWRITTEN
+_BATCH_CRC = struct.Struct(">I")  # a record batch's CRC-32C field, at byte 17, covers bytes 21 on
+_BATCH_CRC_AT, _BATCH_CRC_FROM = 17, 21
 # Batches from this size on are written from the request's own buffer (pwritev) instead of being
 # copied into the write buffer first; below it the copy costs less than setting up the call.
 DIRECT_BYTES = 64 << 10
@@ -184,7 +188,13 @@ class CommitLog:
         if local + length > seg.allocated:  # the allocator fell behind: allocate here (StorageFull: nothing written)
             self._grow_now(seg, local + length)
         buffer = self._buffer
-        if n >= DIRECT_BYTES and type(batch) is memoryview and not batch.readonly:
+        if type(batch) is PipedBatch:
+            if pending:
+                self.write_deferred()
+            self._append_piped(batch, seg, local, length, topic_id, topic, partition, base_offset, record_count,
+                               store_ts, max_ts, leader_epoch, flags)
+            self.write_position += length
+        elif n >= DIRECT_BYTES and type(batch) is memoryview and not batch.readonly:
             if pending:
                 self.write_deferred()
             # a large batch (received into a buffer of its own) is written from where it lies: the
@@ -221,6 +231,30 @@ class CommitLog:
             self._alloc_trigger = _NEVER  # wake it once; it sets the next trigger
             self._alloc_wanted.set()
         return position + _HEADER_SIZE
+
+    def _append_piped(self, batch: PipedBatch, seg: Segment, local: int, length: int, topic_id: bytes, topic: bytes,
+                      partition: int, base_offset: int, record_count: int, store_ts: int, max_ts: int,
+                      leader_epoch: int, flags: int) -> None:
+        """The batch goes from its pipe into the file behind the entry's header (the one copy),
+        its CRC is checked from the mapping, and only then are the header and topic written
+        around it. A failed CRC zeroes the bytes and raises BatchCrcMismatch: nothing is left
+        for a recovery to find, and the write position does not move."""
+        n = batch.size
+        at = local + _HEADER_SIZE
+        batch.splice_into(seg.fd, at)
+        view = seg.near_write_view()
+        if _crc(view[at + _BATCH_CRC_FROM:at + n]) != _BATCH_CRC.unpack_from(batch.head, _BATCH_CRC_AT)[0]:
+            write_zeros(seg.fd, at, n)
+            raise BatchCrcMismatch("record batch CRC-32C mismatch")
+        mv = self._buffer.view
+        topic_length = len(topic)
+        _pack_header(mv, 0, length, 0, _MAGIC_DATA, flags, topic_length, topic_id, partition,
+                     base_offset, record_count, store_ts, max_ts, base_offset, n - 12, leader_epoch)
+        mv[_HEAD:_HEAD + topic_length] = topic
+        _pack_crc(mv, 4, _crc(topic, _crc(view[at + _REWRITTEN:at + n], _crc(mv[_CRC_FROM:_HEAD]))))
+        fd = seg.fd
+        _pwrite_all(fd, mv[_HEAD:_HEAD + topic_length], at + n)
+        _pwrite_all(fd, mv[:_HEAD], local)
 
     def write_deferred(self) -> None:
         """Write the deferred entries (one pwrite) and move the write position past them. On an
@@ -645,6 +679,11 @@ class CommitLog:
                             self.write_position, exc)
         for seg in self.segments:
             seg.drop(unlink=False)
+
+
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    if os.pwrite(fd, data, offset) != len(data):
+        raise OSError(errno.EIO, f"short write at {offset}")
 
 
 def _starts_with_data(seg: Segment) -> bool:

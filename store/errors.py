@@ -54,6 +54,11 @@ class EntryTooLarge(StoreError):
     """A batch that cannot fit in one commitlog segment."""
 
 
+class BatchCrcMismatch(StoreError):
+    """A piped batch (store/piped.py) whose CRC failed once its bytes were in the commitlog's
+    file: refused, and zeros written over them; Kafka answers CORRUPT_MESSAGE."""
+
+
 class LogDirOffline(StoreError):
     """The commitlog failed an fsync or a write: the store refuses every append from then on, and
     keeps serving reads, until the broker restarts (Kafka takes the log directory offline)."""

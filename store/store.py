@@ -80,6 +80,7 @@ from store.lookups import Lookups
 from store.offsets import OffsetStore
 from store.partition import Partition, queue_dir
 from store.periodic import Periodic
+from store.piped import PipedBatch
 from store.replica import Unreplicated
 from store.reserver import QueueReserver
 from store.results import AppendResult, ReadResult
@@ -551,18 +552,16 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
         append lock, with one store timestamp and one flush handle for all of them.
 
         Returns one entry per item, in order: its AppendResult, or the StoreError that refused
-        it (UnknownTopic/UnknownPartition, StorageFull, EntryTooLarge, or an I/O error), which
-        wrote nothing for that item and did not stop the others (but an I/O error, which also
-        fails the items after it and those deferred with it that it did not write). Taking the lock, the clock and
-        the call once per request instead of once per batch saves about 0.5 us of a 3 us append
-        (docs/notes/benchmark-history.md). Partitions are looked up under the lock, so a concurrent
-        delete_topic (which unlists them under it) is seen; tag and key parsing, for the topics
-        that ask for it, also happens under it: the GIL serialises that work either way.
+        it (UnknownTopic/UnknownPartition, StorageFull, EntryTooLarge, BatchCrcMismatch of a
+        PipedBatch, or an I/O error, which also fails the items after it and those deferred with
+        it that it did not write); a refused item wrote nothing and did not stop the others.
+        One lock, clock and call per request saves about 0.5 us of a 3 us append. Partitions
+        are looked up under the lock, so a concurrent delete_topic (which unlists them under
+        it) is seen; tag and key parsing, for the topics that ask for it, also happens under it.
 
-        The entries are written together (CommitLog.append's `defer`: one pwrite() per request,
-        not one per batch: at 100 partitions of one 1 KiB record per request the event loop's
-        time per request fell from about 1,040 to 760 us), then derived into their queues: no
-        reader sees an entry before its bytes are written."""
+        The entries are written together (CommitLog.append's `defer`: one pwrite() per request;
+        at 100 partitions of 1 KiB the event loop's time per request fell from about 1,040 to
+        760 us), then derived into their queues: no reader sees an entry before its bytes."""
         out: list = []
         written: list = []  # per entry deferred: (its index in out, partition, base offset, position, batch, tags, header)
         parts_of = self._parts.get
@@ -596,6 +595,8 @@ class Store(FollowerLog, Housekeeping, Lookups, LogTransactions):
                         continue
                     # per-record work, only for the topics that ask for it; keys are indexed off
                     # the write path (store/dispatch.py's KeyDispatcher)
+                    if batch.__class__ is PipedBatch and (part.tag_header is not None or header.attributes & TXN_BITS):
+                        batch = batch.materialize()  # these read the records: they take the bytes out of the pipe
                     tags = tags_of(part, batch)
                     count = header.record_count
                     base = ends.get(q)
