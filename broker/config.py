@@ -169,6 +169,8 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
     "default.replication.factor": (int, 1, "replication factor of topics created without one (a broker group's size)"),
     "message.max.bytes": (int, 1048588, "largest record batch accepted"),
     "socket.request.max.bytes": (int, 104857600, "largest request frame accepted"),
+    "produce.splice.min.bytes": (int, 65536, ("a batch at least this large, one partition per Produce over plain "
+                                              "TCP, goes from the socket to the commitlog by splice(2); 0: never")),
     "log.retention.ms": (int, 604800000, "delete commitlog segments older than this (-1: never)"),
     "log.retention.bytes": (int, -1, "keep at most this many commitlog bytes (-1: unlimited)"),
     "log.retention.check.interval.ms": (int, 300000, "how often retention runs"),
@@ -295,6 +297,8 @@ class BrokerConfig:
         for name in positive:
             if self.values[name] <= 0:
                 raise ConfigError(f"{name} must be positive, got {self.values[name]}")
+        if self.values["produce.splice.min.bytes"] < 0:
+            raise ConfigError(f"produce.splice.min.bytes must be 0 (never) or more, got {self.values['produce.splice.min.bytes']}")
         if self.values["commitlog.segment.bytes"] < 4096:
             raise ConfigError("commitlog.segment.bytes must be at least 4096")
         if self.values["message.max.bytes"] + 256 > self.values["commitlog.segment.bytes"]:

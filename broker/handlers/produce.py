@@ -15,11 +15,11 @@ from typing import Any, NamedTuple
 
 import trio
 
-from broker.net.answers import CloseUnanswered, Deferred
-from broker.security.acl import CLUSTER_NAME, Op, Res
 from broker.broker import Broker
 from broker.handlers.txn import fenced
+from broker.net.answers import CloseUnanswered, Deferred
 from broker.net.metrics import BrokerMetrics
+from broker.security.acl import CLUSTER_NAME, Op, Res
 from broker.txn.producers import Verdict
 from protocol.codec import Request
 from protocol.errors import ErrorCode
@@ -30,9 +30,10 @@ from protocol.record_batch import (
     TRANSACTIONAL_BIT,
     InvalidBatch,
     stamp_log_append_time,
+    validate_produce_head,
     validate_produce_records,
 )
-from store import AppendResult, TopicMeta, UnknownPartition, UnknownTopic
+from store import AppendResult, BatchCrcMismatch, PipedBatch, TopicMeta, UnknownPartition, UnknownTopic
 from store.records import decode
 
 log = logging.getLogger("gregor.produce")
@@ -231,19 +232,28 @@ def _check_one(broker: Broker, policy: _TopicPolicy | None, topic: str, partitio
         return _error(ErrorCode.INVALID_REQUEST, message=f"topic {topic} is a read-only view")
     compacted = policy.compacted
     max_bytes = policy.max_bytes
+    piped = records.__class__ is PipedBatch  # its bytes wait in a pipe for the append (store/piped.py)
+    if piped and (compacted or policy.log_append_time):  # these read or rewrite the records
+        records, piped = records.materialize(), False
     try:
-        if version < MAGIC_2_PRODUCE_VERSION and records is not None and is_legacy(records):
-            records = to_record_batch(records, max_bytes, policy.meta.configs.get("compression.type", "producer"),
-                                      policy.log_append_time, compacted)
-            if records is None:  # no complete message: Kafka appends nothing and answers offset -1
-                return ErrorCode.NONE, -1, -1, _log_start(broker, topic, partition), None
-        header = validate_produce_records(records, max_bytes)
+        if piped:
+            try:  # every check but the CRC's, which the append makes from the page cache
+                header = validate_produce_head(records.head, records.size, max_bytes)
+            except InvalidBatch:  # Kafka's order of errors needs the whole batch
+                records, piped = records.materialize(), False
+        if not piped:
+            if version < MAGIC_2_PRODUCE_VERSION and records is not None and is_legacy(records):
+                records = to_record_batch(records, max_bytes, policy.meta.configs.get("compression.type", "producer"),
+                                          policy.log_append_time, compacted)
+                if records is None:  # no complete message: Kafka appends nothing and answers offset -1
+                    return ErrorCode.NONE, -1, -1, _log_start(broker, topic, partition), None
+            header = validate_produce_records(records, max_bytes)
     except InvalidBatch as exc:
         # Kafka answers a refused batch with no message and log_start_offset -1; the reason goes to the log.
         log.info("refused batch for %s-%d: %s", topic, partition, exc)
         return _error(exc.error_code, _log_start(broker, topic, partition) if exc.record_level else -1)
     if MAGIC_2_PRODUCE_VERSION <= version < ZSTD_MIN_PRODUCE_VERSION and header.compression == CODEC_ZSTD:
-        return _error(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)  # Kafka checks Produce v3-v6 only
+        return _crc_first(records, max_bytes) or _error(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)  # Kafka: v3-v6 only
     if compacted:  # per-record work only for compacted topics
         keyless = _keyless(records)
         if keyless:  # every one listed, the message showing the first three (Kafka's LogValidator)
@@ -258,13 +268,14 @@ def _check_one(broker: Broker, policy: _TopicPolicy | None, topic: str, partitio
                                                   or broker.topology.coordinates(transactional_id)):
         error = broker.txn.state.verify(header.producer_id, header.producer_epoch, topic, partition)
         if error:
-            return _error(error, _log_start(broker, topic, partition))
+            return _crc_first(records, max_bytes) or _error(error, _log_start(broker, topic, partition))
     check = broker.producers.check(topic, partition, header)
     if check.verdict is Verdict.REJECT:
-        return _error(check.error, _log_start(broker, topic, partition))
+        return _crc_first(records, max_bytes) or _error(check.error, _log_start(broker, topic, partition))
     if check.verdict is Verdict.DUPLICATE:
         dup = check.duplicate_of
-        return ErrorCode.NONE, dup.base_offset, dup.max_timestamp, _log_start(broker, topic, partition), None
+        return _crc_first(records, max_bytes) or (ErrorCode.NONE, dup.base_offset, dup.max_timestamp,
+                                                  _log_start(broker, topic, partition), None)
     append_time = -1
     batch = records
     if policy.log_append_time:
@@ -272,6 +283,19 @@ def _check_one(broker: Broker, policy: _TopicPolicy | None, topic: str, partitio
         batch = bytearray(records)
         stamp_log_append_time(batch, append_time)
     return _new_tuple(_Accepted, (topic, partition, batch, header, append_time))
+
+
+def _crc_first(records, max_bytes: int) -> tuple | None:
+    """Before a piped batch is answered without an append (a refusal, a duplicate), its CRC,
+    which Kafka checks before those: the CORRUPT_MESSAGE answer if it fails, else None."""
+    if records.__class__ is not PipedBatch:
+        return None
+    try:
+        validate_produce_records(records.materialize(), max_bytes)
+    except InvalidBatch as exc:
+        log.info("refused batch: %s", exc)
+        return _error(exc.error_code)
+    return None
 
 
 def _log_start(broker: Broker, topic: str, partition: int) -> int:
@@ -291,6 +315,9 @@ def _appended(broker: Broker, a: _Accepted, result) -> tuple:
     if result.__class__ is not AppendResult:
         if isinstance(result, (UnknownTopic, UnknownPartition)):  # deleted by another client since the check
             return _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if result.__class__ is BatchCrcMismatch:  # a piped batch, checked from the page cache
+            log.info("refused batch for %s-%d: %s", a.topic, a.partition, result)
+            return _error(ErrorCode.CORRUPT_MESSAGE)
         return _error(ErrorCode.KAFKA_STORAGE_ERROR, broker.store.log_start_offset(a.topic, a.partition),
                       str(result))  # StorageFull included
     broker.producers.record(a.topic, a.partition, a.header, result.base_offset)

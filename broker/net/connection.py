@@ -22,16 +22,21 @@ from broker.net.peer import listener as peer_listener
 from broker.net.peer import peer_host, sasl_session, tls_subject
 from broker.net.receive_timer import ReceiveTimer
 from broker.net.socket_io import SocketIO
+from broker.net.splice import AVAILABLE as SPLICE_AVAILABLE
+from broker.net.splice import EOF_ as EOF
+from broker.net.splice import ProduceSplicer
 from broker.security.sasl import AuthenticationFailed
 from protocol.api_versions import API_VERSIONS_KEY
 from protocol.codec import (
     MalformedRequest,
+    Request,
     UnsupportedRequest,
     decode_request,
     encode_response,
     unsupported_api_versions_response,
 )
 from protocol.framing import FrameDecoder, FrameError
+from store import PipedBatch
 
 log = logging.getLogger("gregor.connection")
 # Reads of up to 64 KiB for small frames: a receive into a new bytes object of 256 KiB (above
@@ -124,6 +129,21 @@ async def _read_requests(broker: Broker, stream: trio.abc.Stream, io: SocketIO |
     idle_s = broker.config["connections.max.idle.ms"] / 1000
     partial_s = broker.config["request.timeout.ms"] / 1000
     timer = ReceiveTimer(idle_s, partial_s)
+    splice_min = broker.config["produce.splice.min.bytes"]
+    splicer = None  # large produce batches into a pipe (broker/net/splice.py): plain TCP only
+    if io is not None and splice_min > 0 and SPLICE_AVAILABLE:
+        splicer = ProduceSplicer(io.fd, splice_min, decoder.max_frame_bytes, broker.metrics)
+    try:
+        await _read_loop(broker, stream, io, peer, responses, queued, decoder, timer, (idle_s, partial_s), splicer)
+    finally:
+        if splicer is not None:
+            splicer.close()
+
+
+async def _read_loop(broker: Broker, stream: trio.abc.Stream, io: SocketIO | None, peer: str,
+                     responses: trio.MemorySendChannel, queued: _Queued, decoder: FrameDecoder,
+                     timer: ReceiveTimer, limits: tuple[float, float], splicer: ProduceSplicer | None) -> None:
+    idle_s, partial_s = limits
     held: list = []  # ready answers that leave with the next one (BATCHED_APIS)
     async with responses, trio.open_nursery() as nursery:
         nursery.start_soon(timer.watch)
@@ -131,6 +151,22 @@ async def _read_requests(broker: Broker, stream: trio.abc.Stream, io: SocketIO |
             try:
                 while True:
                     frame = decoder.next_frame()
+                    piped = None
+                    if frame is None and splicer is not None and splicer.active and not decoder.buffered:
+                        if held:  # the next request may take a while to arrive
+                            await _send_held(stream, io, held)
+                        timer.limit = idle_s
+                        session = sasl_session.get()
+                        got = None if session is not None and session.raw_tokens else \
+                            await splicer.receive(timer, partial_s)
+                        if got is EOF:
+                            break
+                        if got.__class__ is tuple:
+                            frame, piped, size = got
+                        else:
+                            frame = got  # a whole frame, or None: read it as before
+                    elif frame is not None and splicer is not None and not splicer.active:
+                        splicer.consider(frame)
                     if frame is None:
                         if held:
                             await _send_held(stream, io, held)
@@ -145,14 +181,23 @@ async def _read_requests(broker: Broker, stream: trio.abc.Stream, io: SocketIO |
                                 break
                             decoder.received(n)
                             continue
-                        want = max(READ_SIZE, min(decoder.bytes_wanted(), 1 << 24))
+                        if splicer is not None and splicer.active:  # read no further than this frame
+                            want = min(splicer.next_size or decoder.bytes_wanted(), READ_SIZE)
+                        else:
+                            want = max(READ_SIZE, min(decoder.bytes_wanted(), 1 << 24))
                         data = await (stream.receive_some(want) if io is None else io.receive_some(want))
                         timer.waiting_since = None
                         if not data:
                             break
                         decoder.feed(data)
                         continue
-                    answer = await _answer(broker, frame, peer)
+                    if piped is None:
+                        answer = await _answer(broker, frame, peer)
+                    else:
+                        try:
+                            answer = await _answer(broker, frame, peer, piped, size)
+                        finally:
+                            piped.drop()  # what the handler left in the pipe (a refused batch)
                     if answer is not None:
                         if answer[1] is None and not queued.count:
                             if decoder.next_api_key() in BATCHED_APIS and len(held) < MAX_HELD:
@@ -233,8 +278,11 @@ class _CloseConnection(Exception):
 CLOSE_AFTER = object()  # an answer after which the connection closes (a failed authentication)
 
 
-async def _answer(broker: Broker, frame: bytes | bytearray, peer: str) -> tuple[bytes, Any] | None:
-    """(response bytes, awaitable to finish first or None), or None when no answer is due."""
+async def _answer(broker: Broker, frame: bytes | bytearray, peer: str, piped: PipedBatch | None = None,
+                  frame_size: int = 0) -> tuple[bytes, Any] | None:
+    """(response bytes, awaitable to finish first or None), or None when no answer is due.
+    With `piped`, `frame` is a one-partition Produce whose records stand in for the batch in
+    the pipe (broker/net/splice.py), and `frame_size` is the size of the frame received."""
     session = sasl_session.get()
     if session is not None and session.raw_tokens:  # after SaslHandshake v0: a bare SASL token
         return await _raw_token(broker, session, bytes(frame), peer), None  # a large frame is a bytearray
@@ -246,6 +294,9 @@ async def _answer(broker: Broker, frame: bytes | bytearray, peer: str) -> tuple[
         refusal = session.refusal(request.header.api_key, trio.current_time() * 1000)
         if refusal:  # Kafka closes the connection, answering nothing
             raise _CloseConnection(refusal)
+    if piped is not None and request.__class__ is Request:
+        request = _with_piped(request, piped)
+        frame = _Sized(frame_size)
     if isinstance(request, UnsupportedRequest):
         if request.header.api_key == API_VERSIONS_KEY:
             return unsupported_api_versions_response(request.header), None
@@ -276,6 +327,26 @@ async def _answer(broker: Broker, frame: bytes | bytearray, peer: str) -> tuple[
         log.exception("handler bug on %s v%d from %s (client %r)", request.spec.name,
                       request.header.api_version, peer, request.header.client_id)
         raise _CloseConnection("internal error") from None
+
+
+def _with_piped(request: Request, piped: PipedBatch) -> Request:
+    """The request with its one partition's records replaced by the batch in the pipe."""
+    body = request.body
+    topic = body.topic_data[0]
+    partition = topic.partition_data[0]._replace(records=piped)
+    return request._replace(body=body._replace(topic_data=[topic._replace(partition_data=[partition])]))
+
+
+class _Sized:
+    """Stands for a received frame where only its size is used (the request metrics)."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
 
 
 async def _raw_token(broker: Broker, session, frame: bytes, peer: str) -> bytes:

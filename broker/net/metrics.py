@@ -26,6 +26,8 @@ class BrokerMetrics:
         self.requests_by_api: dict[str, int] = {}
         self.bytes_in = 0  # request frames received
         self.bytes_out = 0  # responses sent
+        self.spliced_batches = 0  # produce batches received into a pipe (broker/net/splice.py)
+        self.splice_spills = 0  # of them, completed in a buffer because the pipe filled
         self.registry.register(_RequestCounters(self))
         self.flush_wait = Histogram(
             "gregor_flush_wait_seconds",
@@ -71,3 +73,9 @@ class _RequestCounters(Collector):
         yield CounterMetricFamily("gregor_request_bytes", "Bytes of Kafka request frames received",
                                   value=metrics.bytes_in)
         yield CounterMetricFamily("gregor_response_bytes", "Bytes of Kafka responses sent", value=metrics.bytes_out)
+        yield CounterMetricFamily("gregor_produce_spliced_batches",
+                                  "Produce batches received from the socket into a pipe (splice), for one copy",
+                                  value=metrics.spliced_batches)
+        yield CounterMetricFamily("gregor_produce_splice_spills",
+                                  "Of those, batches whose pipe filled first: completed in a buffer",
+                                  value=metrics.splice_spills)
