@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import ClassVar
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the test kit's launcher starts the broker
@@ -107,6 +108,7 @@ class BrokerProcess(MeasuredProcess):
     """Gregor started by the test kit's launcher (tests/kit/gregor.py), read from /proc."""
 
     source = ROOT  # where the broker's packages are imported from (bench/run.py --source)
+    overrides: ClassVar[dict[str, str]] = {}  # settings every broker of the run gets (the loopback probes' --set)
 
     def __init__(self, data_dir: Path, settings: dict[str, str] | None = None,
                  profile: Path | None = None, admin_api: bool = False) -> None:
@@ -140,7 +142,7 @@ class BrokerProcess(MeasuredProcess):
         command = None
         if self.profile is not None:
             command = [sys.executable, str(ROOT / "bench" / "profiled_broker.py"), str(self.profile)]
-        self.broker = KitBroker(self.data_dir, dict(self.settings), source=self.source, command=command,
+        self.broker = KitBroker(self.data_dir, {**self.settings, **self.overrides}, source=self.source, command=command,
                                 log_level=None, extra_args=["--admin-port", "0"] if self.admin_api else [])
         try:
             self.broker.start(timeout)

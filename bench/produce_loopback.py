@@ -13,7 +13,7 @@ kafka-python's pattern); acks=1 or all (a single node is a sync-state set of one
 `--source DIR` runs the broker of another checkout (a before/after comparison).
 
 Run: .venv/bin/python bench/produce_loopback.py [--repeat 3] [--seconds 5] [--only NAME,..] [--source DIR]
-     [--profile]
+     [--profile] [--set KEY=VALUE]
 """
 
 from __future__ import annotations
@@ -96,9 +96,12 @@ def run_cases(doc: str, cases: list, run: Callable, tmp_prefix: str, answer_byte
     parser.add_argument("--source", type=Path, default=None, help="the checkout whose broker runs")
     parser.add_argument("--profile", action="store_true",
                         help="run each case once with the broker under cProfile and print its top functions")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker setting for every case (e.g. produce.splice.min.bytes=0); repeatable")
     args = parser.parse_args()
     if args.source is not None:
         BrokerProcess.source = args.source.resolve()
+    BrokerProcess.overrides = dict(item.split("=", 1) for item in args.set)
     wanted = {s for s in args.only.split(",") if s}
     tmp = Path(tempfile.mkdtemp(prefix=tmp_prefix))
     try:
