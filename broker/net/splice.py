@@ -63,9 +63,12 @@ class ProduceSplicer:
         self.next_size: int | None = None  # the peeked frame's whole size, when it is read as before
 
     def consider(self, frame: bytes | bytearray) -> None:
-        """Called with each frame received as before: the first large Produce turns peeking on."""
+        """Called with each frame received as before: the first Produce this connection could have
+        spliced turns peeking on (a client that sends several partitions per request never does)."""
         if not self.active and len(frame) >= self.min_bytes and frame[0] == 0 == frame[1]:
-            self._open()
+            found = locate_produce_records(bytes(frame[:PEEK_BYTES]))
+            if found is not None and found[3] >= self.min_bytes:
+                self._open()
 
     def _open(self) -> None:
         try:
@@ -102,8 +105,6 @@ class ProduceSplicer:
         None with `next_size` set (or not) to read the next frame as before, or EOF_."""
         self.next_size = None
         peek = await self._peek(timer)
-        if peek is None:
-            return None
         if not peek:
             return EOF_
         if len(peek) < 4:
@@ -119,7 +120,8 @@ class ProduceSplicer:
             return None
         version, length_at, at, n = found
         trailer = size - at - n
-        if not max(self.min_bytes, HEAD_BYTES) <= n <= self.capacity or not 0 <= trailer <= MAX_TRAILER or 4 + at + HEAD_BYTES > len(peek):
+        fits = max(self.min_bytes, HEAD_BYTES) <= n <= self.capacity and 0 <= trailer <= MAX_TRAILER
+        if not fits or 4 + at + HEAD_BYTES > len(peek):  # the batch's header must be among the bytes peeked
             return None
         self.next_size = None
         start = os.read(self.fd, 4 + at)  # all peeked: the kernel hands it over whole
@@ -136,14 +138,12 @@ class ProduceSplicer:
         request = start[4:4 + length_at] + records_length_field(version, HEAD_BYTES) + head + end
         return request, PipedBatch(self.read_fd, n, head), size
 
-    async def _peek(self, timer: ReceiveTimer) -> bytes | None:
+    async def _peek(self, timer: ReceiveTimer) -> bytes:
         while True:
             try:
                 return self._peeker.recv(PEEK_BYTES, socket.MSG_PEEK)
             except BlockingIOError:
-                timer.waiting_since = trio.current_time()
-                await trio.lowlevel.wait_readable(self.fd)
-                timer.waiting_since = None
+                await self._wait(timer)
             except OSError as exc:
                 raise trio.BrokenResourceError(f"receiving failed: {exc}") from exc
 
@@ -153,20 +153,9 @@ class ProduceSplicer:
         left = n
         timer.limit = partial_s
         while left:
-            try:
-                moved = os.splice(self.fd, self.write_fd, left, flags=os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK)
-            except BlockingIOError:
-                if _readable_bytes(self.fd):  # the socket has bytes, so the pipe is full
-                    got = _drain(self.read_fd, n - left)
-                    return got + await self._read_exactly(left, timer, partial_s)
-                timer.waiting_since = trio.current_time()
-                await trio.lowlevel.wait_readable(self.fd)
-                timer.waiting_since = None
-                continue
-            except OSError as exc:
-                raise trio.BrokenResourceError(f"receiving failed: {exc}") from exc
-            if not moved:
-                raise trio.BrokenResourceError("the peer closed the connection within a request")
+            moved = await self._within_request(self._splice_in, left, timer)
+            if moved is None:  # the pipe is full
+                return _drain(self.read_fd, n - left) + await self._read_exactly(left, timer, partial_s)
             left -= moved
         return None
 
@@ -174,19 +163,37 @@ class ProduceSplicer:
         out = bytearray()
         timer.limit = partial_s
         while len(out) < n:
+            out += await self._within_request(self._read, n - len(out), timer)
+        return bytes(out)
+
+    def _splice_in(self, n: int) -> int:
+        return os.splice(self.fd, self.write_fd, n, flags=os.SPLICE_F_MOVE | os.SPLICE_F_NONBLOCK)
+
+    def _read(self, n: int) -> bytes:
+        return os.read(self.fd, n)
+
+    async def _within_request(self, call, n: int, timer: ReceiveTimer):
+        """`call(n)` once the socket has bytes for it (a peer that closes within a request breaks
+        the connection); None when the splice into the pipe would block with bytes waiting."""
+        while True:
             try:
-                got = os.read(self.fd, n - len(out))
+                got = call(n)
             except BlockingIOError:
-                timer.waiting_since = trio.current_time()
-                await trio.lowlevel.wait_readable(self.fd)
-                timer.waiting_since = None
+                if call == self._splice_in and _readable_bytes(self.fd):
+                    return None
+                await self._wait(timer)
                 continue
             except OSError as exc:
                 raise trio.BrokenResourceError(f"receiving failed: {exc}") from exc
             if not got:
                 raise trio.BrokenResourceError("the peer closed the connection within a request")
-            out += got
-        return bytes(out)
+            return got
+
+    async def _wait(self, timer: ReceiveTimer) -> None:
+        """Until the socket is readable, the receive timer running (broker/net/receive_timer.py)."""
+        timer.waiting_since = trio.current_time()
+        await trio.lowlevel.wait_readable(self.fd)
+        timer.waiting_since = None
 
 
 def _readable_bytes(fd: int) -> int:

@@ -176,7 +176,7 @@ def test_a_pipe_that_fills_first_hands_the_frame_back_whole():
         sender = socket.create_connection(listener.getsockname())
         server, _ = await listener.accept()
         splicer = ProduceSplicer(server.fileno(), 65536, 1 << 27, metrics)
-        splicer.consider(b"\0\0" + bytes(70_000))
+        splicer.consider(frame[4:])
         assert splicer.active
         fcntl.fcntl(splicer.write_fd, fcntl.F_SETPIPE_SZ, 4096)  # one page, though it says 1 MiB
         threading.Thread(target=sender.sendall, args=(frame,), daemon=True).start()
@@ -191,3 +191,19 @@ def test_a_pipe_that_fills_first_hands_the_frame_back_whole():
     got = trio.run(main)
     assert isinstance(got, bytes) and got == frame[4:]
     assert (metrics.spliced_batches, metrics.splice_spills) == (1, 1)
+
+
+def test_requests_of_several_partitions_take_the_buffered_way(broker):
+    """The Java client's and kafka-python's shape: such a connection never starts peeking."""
+    client = WireClient(broker.bootstrap)
+    topic, _, _ = create_topic(client, partitions=2)
+    before = spliced(broker)[0]
+    T = ProduceRequest.TopicProduceData
+    for round_ in range(3):
+        request = ProduceRequest[9](transactional_id=None, acks=1, timeout_ms=10000, topic_data=[
+            T(name=topic, partition_data=[T.PartitionProduceData(index=p, records=big_batch(round_)) for p in (0, 1)])])
+        answers = client.request(request).responses[0].partition_responses
+        assert [(a.error_code, a.base_offset) for a in answers] == [(0, round_ * BIG)] * 2
+    assert spliced(broker)[0] == before
+    assert len(values(client, topic, 0)) == 3 * BIG
+    client.close()
