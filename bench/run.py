@@ -314,10 +314,13 @@ def main() -> int:
                         help="run Gregor from this source tree, e.g. a git archive of a commit")
     parser.add_argument("--profile", action="store_true",
                         help="profile Gregor's produce and fetch paths with cProfile instead")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting for every Gregor broker of the run (a comparison of one setting); repeatable")
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     BrokerProcess.source = args.source.resolve()
+    BrokerProcess.overrides = dict(item.split("=", 1) for item in args.set)
     try:
         import kafka_process
         kafka_process.KafkaProcess.version = args.kafka_version
