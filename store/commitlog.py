@@ -243,15 +243,19 @@ class CommitLog:
         at = local + _HEADER_SIZE
         batch.splice_into(seg.fd, at)
         view = seg.near_write_view()
-        if _crc(view[at + _BATCH_CRC_FROM:at + n]) != _BATCH_CRC.unpack_from(batch.head, _BATCH_CRC_AT)[0]:
-            write_zeros(seg.fd, at, n)
-            raise BatchCrcMismatch("record batch CRC-32C mismatch")
         mv = self._buffer.view
-        topic_length = len(topic)
-        _pack_header(mv, 0, length, 0, _MAGIC_DATA, flags, topic_length, topic_id, partition,
+        _pack_header(mv, 0, length, 0, _MAGIC_DATA, flags, len(topic), topic_id, partition,
                      base_offset, record_count, store_ts, max_ts, base_offset, n - 12, leader_epoch)
+        try:
+            if _crc(view[at + _BATCH_CRC_FROM:at + n]) != _BATCH_CRC.unpack_from(batch.head, _BATCH_CRC_AT)[0]:
+                write_zeros(seg.fd, at, n)
+                raise BatchCrcMismatch("record batch CRC-32C mismatch")
+            entry_crc = _crc(view[at + _REWRITTEN:at + n], _crc(mv[_CRC_FROM:_HEAD]))
+        finally:
+            seg.unmap_near(at, n)
+        topic_length = len(topic)
         mv[_HEAD:_HEAD + topic_length] = topic
-        _pack_crc(mv, 4, _crc(topic, _crc(view[at + _REWRITTEN:at + n], _crc(mv[_CRC_FROM:_HEAD]))))
+        _pack_crc(mv, 4, _crc(topic, entry_crc))
         fd = seg.fd
         _pwrite_all(fd, mv[_HEAD:_HEAD + topic_length], at + n)
         _pwrite_all(fd, mv[:_HEAD], local)
