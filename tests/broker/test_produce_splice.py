@@ -207,3 +207,19 @@ def test_requests_of_several_partitions_take_the_buffered_way(broker):
     assert spliced(broker)[0] == before
     assert len(values(client, topic, 0)) == 3 * BIG
     client.close()
+
+
+def test_a_spliced_batch_over_the_topics_limit_is_message_too_large(broker):
+    """A header check that fails reads the batch out of the pipe and checks it whole, in Kafka's
+    order: here MESSAGE_TOO_LARGE, and the connection goes on."""
+    client = WireClient(broker.bootstrap)
+    topic, error, _ = create_topic(client, {"max.message.bytes": "100000"})
+    assert error == 0
+    big = big_batch(1)  # ~200 KiB
+    before = spliced(broker)[0]
+    answers = [produce(client, topic, big, 9) for _ in range(3)]  # the first turns peeking on
+    assert [a.error_code for a in answers] == [ErrorCode.MESSAGE_TOO_LARGE] * 3
+    assert spliced(broker)[0] - before == 2
+    assert produce(client, topic, _small(), 9).error_code == 0
+    assert values(client, topic, 0) == [b"small"]
+    client.close()
