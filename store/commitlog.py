@@ -22,6 +22,8 @@ from pathlib import Path
 
 import crc32c
 
+from protocol.record_batch import CRC_START
+from protocol.record_batch import HEADER as _BATCH_HEADER
 from store import entry as E
 from store.atomic_file import fsync_dir
 from store.errors import BatchCrcMismatch, EntryTooLarge, ReplicationError, StorageFull
@@ -39,10 +41,9 @@ _pack_crc = struct.Struct(">I").pack_into  # the prefix's CRC field, at byte 4
 _HEADER_SIZE, _CRC_FROM, _MAGIC_DATA = E.HEADER_SIZE, E.CRC_FROM, E.MAGIC_DATA
 _crc = crc32c.crc32c
 _bisect_right = bisect.bisect_right
+_unpack_header = _BATCH_HEADER.unpack_from
 _REWRITTEN = E.BATCH_REWRITE.size  # the batch's first bytes the entry header rewrites (16)
 _HEAD = _HEADER_SIZE + _REWRITTEN
-_BATCH_CRC = struct.Struct(">I")  # a record batch's CRC-32C field, at byte 17, covers bytes 21 on
-_BATCH_CRC_AT, _BATCH_CRC_FROM = 17, 21
 # Batches from this size on are written from the request's own buffer (pwritev) instead of being
 # copied into the write buffer first; below it the copy costs less than setting up the call.
 DIRECT_BYTES = 64 << 10
@@ -247,7 +248,7 @@ class CommitLog:
         _pack_header(mv, 0, length, 0, _MAGIC_DATA, flags, len(topic), topic_id, partition,
                      base_offset, record_count, store_ts, max_ts, base_offset, n - 12, leader_epoch)
         try:
-            if _crc(view[at + _BATCH_CRC_FROM:at + n]) != _BATCH_CRC.unpack_from(batch.head, _BATCH_CRC_AT)[0]:
+            if _crc(view[at + CRC_START:at + n]) != _unpack_header(batch.head)[4]:  # the batch's CRC field
                 write_zeros(seg.fd, at, n)
                 raise BatchCrcMismatch("record batch CRC-32C mismatch")
             entry_crc = _crc(view[at + _REWRITTEN:at + n], _crc(mv[_CRC_FROM:_HEAD]))

@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import os
 
-HEAD_BYTES = 61  # a record batch's header (protocol/record_batch.py HEADER_SIZE)
-
 
 class PipedBatch:
-    """`size` bytes of one record batch in the pipe read from `fd`, the first HEAD_BYTES of
-    which are `head` too (read from the socket with them, for the checks). The pipe is the
-    connection's: it holds this batch only, and the connection empties it (`drop`) once the
-    request is answered, whatever became of the batch."""
+    """`size` bytes of one record batch in the pipe read from `fd`, whose 61-byte header
+    (protocol.record_batch.HEADER_SIZE) is `head` too, read from the socket for the checks. The
+    pipe is the connection's: it holds this batch only, and the connection empties it (`drop`)
+    once the request is answered, whatever became of the batch."""
 
     __slots__ = ("fd", "head", "left", "size")
 

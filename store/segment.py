@@ -161,7 +161,8 @@ NEAR_UNMAP_BYTES = 8 << 20  # read through near_write_view before its pages are 
 
 
 class Segment:
-    __slots__ = ("_grow_lock", "_mm", "_near", "_near_from", "_near_mm", "allocated", "fd", "newest_timestamp", "path", "size", "start", "view")
+    __slots__ = ("_grow_lock", "_mm", "_near", "_near_from", "_near_mm", "allocated", "fd", "newest_timestamp",
+                 "path", "size", "start", "view")
 
     def __init__(self, path: Path, start: int, fd: int, size: int, allocated: int) -> None:
         self.path = path

@@ -37,7 +37,6 @@ broker/cluster/node.py's, and the truncation point broker/cluster/state.py's.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -49,6 +48,8 @@ import trio
 
 from broker.cluster.sasl import AuthenticationRefused
 from broker.cluster.tls import NodeTls
+from broker.net.pipes import AVAILABLE as SPLICE_AVAILABLE
+from broker.net.pipes import PIPE_BYTES, open_pipe
 from broker.net.sendmsg import send_buffers
 from store import StorageFull, Store, StoreError
 from store.errors import ReplicationError
@@ -106,11 +107,6 @@ RECEIVE_LOWAT = 1 << 20
 # ... but not for a chunk's rest smaller than this: it arrives in a few segments, and the two
 # setsockopt calls would cost more than the wake-ups they save (64 KiB requests: one chunk each).
 LOWAT_FROM = 256 << 10
-# A follower moves a chunk from the socket into its commitlog's file with splice(2) through a pipe
-# of this size, not recv into a buffer and then pwrite: the kernel hands the socket's pages to
-# the pipe and copies them once, into the page cache (docs/notes/benchmark-history.md). Capped by
-# /proc/sys/fs/pipe-max-size (1 MiB by default).
-PIPE_BYTES = 1 << 20
 IDLE_WAIT_S = 0.05  # an empty chunk after this without appends: the follower's hw, and its report
 RETRY_FIRST_S, RETRY_MAX_S = 0.02, 1.0  # a follower's reconnection backoff
 FULL_RETRY_S = 1.0  # a follower whose disk is full tries the chunk again this often (its stream stays open)
@@ -554,17 +550,9 @@ class _Splicer:
 
     @classmethod
     def open(cls, store: Store) -> _Splicer | None:
-        if not hasattr(os, "splice"):  # not Linux: recv and pwrite
+        if not SPLICE_AVAILABLE:  # not Linux: recv and pwrite
             return None
-        read_fd, write_fd = os.pipe()
-        size = PIPE_BYTES
-        try:
-            with open("/proc/sys/fs/pipe-max-size") as f:
-                size = min(size, int(f.read()))
-            size = fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, size)
-        except (OSError, ValueError):  # the pipe keeps its default size: more calls, same bytes
-            size = fcntl.fcntl(write_fd, fcntl.F_GETPIPE_SZ)
-        return cls(store, read_fd, write_fd, size)
+        return cls(store, *open_pipe(PIPE_BYTES))
 
     async def receive(self, sock: trio.socket.SocketType, lowat: _Lowat, start: int, length: int) -> bool:
         """Splice the chunk [start, start+length) into the commitlog's file; False, having read

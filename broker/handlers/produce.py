@@ -252,9 +252,18 @@ def _check_one(broker: Broker, policy: _TopicPolicy | None, topic: str, partitio
         # Kafka answers a refused batch with no message and log_start_offset -1; the reason goes to the log.
         log.info("refused batch for %s-%d: %s", topic, partition, exc)
         return _error(exc.error_code, _log_start(broker, topic, partition) if exc.record_level else -1)
+    answer = _after_header(broker, policy, topic, partition, records, header, version, transactional_id)
+    if piped and answer.__class__ is tuple:  # answered without an append: Kafka checks the CRC before these
+        return _crc_first(records, max_bytes) or answer
+    return answer
+
+
+def _after_header(broker: Broker, policy: _TopicPolicy, topic: str, partition: int, records, header,
+                  version: int, transactional_id: str | None):
+    """_check_one's checks after the batch header's: the answer (a tuple) or an _Accepted."""
     if MAGIC_2_PRODUCE_VERSION <= version < ZSTD_MIN_PRODUCE_VERSION and header.compression == CODEC_ZSTD:
-        return _crc_first(records, max_bytes) or _error(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)  # Kafka: v3-v6 only
-    if compacted:  # per-record work only for compacted topics
+        return _error(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)  # Kafka checks Produce v3-v6 only
+    if policy.compacted:  # per-record work only for compacted topics
         keyless = _keyless(records)
         if keyless:  # every one listed, the message showing the first three (Kafka's LogValidator)
             why = f"Compacted topic cannot accept message without key in topic partition {topic}-{partition}"
@@ -268,14 +277,13 @@ def _check_one(broker: Broker, policy: _TopicPolicy | None, topic: str, partitio
                                                   or broker.topology.coordinates(transactional_id)):
         error = broker.txn.state.verify(header.producer_id, header.producer_epoch, topic, partition)
         if error:
-            return _crc_first(records, max_bytes) or _error(error, _log_start(broker, topic, partition))
+            return _error(error, _log_start(broker, topic, partition))
     check = broker.producers.check(topic, partition, header)
     if check.verdict is Verdict.REJECT:
-        return _crc_first(records, max_bytes) or _error(check.error, _log_start(broker, topic, partition))
+        return _error(check.error, _log_start(broker, topic, partition))
     if check.verdict is Verdict.DUPLICATE:
         dup = check.duplicate_of
-        return _crc_first(records, max_bytes) or (ErrorCode.NONE, dup.base_offset, dup.max_timestamp,
-                                                  _log_start(broker, topic, partition), None)
+        return ErrorCode.NONE, dup.base_offset, dup.max_timestamp, _log_start(broker, topic, partition), None
     append_time = -1
     batch = records
     if policy.log_append_time:
@@ -285,13 +293,11 @@ def _check_one(broker: Broker, policy: _TopicPolicy | None, topic: str, partitio
     return _new_tuple(_Accepted, (topic, partition, batch, header, append_time))
 
 
-def _crc_first(records, max_bytes: int) -> tuple | None:
+def _crc_first(batch: PipedBatch, max_bytes: int) -> tuple | None:
     """Before a piped batch is answered without an append (a refusal, a duplicate), its CRC,
     which Kafka checks before those: the CORRUPT_MESSAGE answer if it fails, else None."""
-    if records.__class__ is not PipedBatch:
-        return None
     try:
-        validate_produce_records(records.materialize(), max_bytes)
+        validate_produce_records(batch.materialize(), max_bytes)
     except InvalidBatch as exc:
         log.info("refused batch: %s", exc)
         return _error(exc.error_code)

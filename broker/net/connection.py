@@ -20,9 +20,9 @@ from broker.net.answers import CloseAfter, CloseUnanswered, Deferred
 from broker.net.listeners import Listener, SaslSession, ssl_principal
 from broker.net.peer import listener as peer_listener
 from broker.net.peer import peer_host, sasl_session, tls_subject
+from broker.net.pipes import AVAILABLE as SPLICE_AVAILABLE
 from broker.net.receive_timer import ReceiveTimer
 from broker.net.socket_io import SocketIO
-from broker.net.splice import AVAILABLE as SPLICE_AVAILABLE
 from broker.net.splice import EOF_ as EOF
 from broker.net.splice import ProduceSplicer
 from broker.security.sasl import AuthenticationFailed
@@ -294,9 +294,10 @@ async def _answer(broker: Broker, frame: bytes | bytearray, peer: str, piped: Pi
         refusal = session.refusal(request.header.api_key, trio.current_time() * 1000)
         if refusal:  # Kafka closes the connection, answering nothing
             raise _CloseConnection(refusal)
+    received = len(frame)
     if piped is not None and request.__class__ is Request:
         request = _with_piped(request, piped)
-        frame = _Sized(frame_size)
+        received = frame_size
     if isinstance(request, UnsupportedRequest):
         if request.header.api_key == API_VERSIONS_KEY:
             return unsupported_api_versions_response(request.header), None
@@ -308,16 +309,16 @@ async def _answer(broker: Broker, frame: bytes | bytearray, peer: str, piped: Pi
                 raise _CloseConnection("oversized SASL token")
             return encode_response(request.header, body.body), CLOSE_AFTER
         if body is None or isinstance(body, CloseUnanswered):  # an acks=0 produce: nothing to answer
-            broker.metrics.request(request.spec.name, len(frame), 0)
+            broker.metrics.request(request.spec.name, received, 0)
             if body is None:
                 return None
             raise _CloseConnection(str(body))  # after the answers queued before it
         if isinstance(body, Deferred):
-            return None, _after_flush(broker, request, body, len(frame))
+            return None, _after_flush(broker, request, body, received)
         response = encode_response(request.header, body)
         # a list's first buffer starts with the frame size: no second pass over the batches
         size = int.from_bytes(response[0][:4], "big") + 4 if isinstance(response, list) else len(response)
-        broker.metrics.request(request.spec.name, len(frame), size)
+        broker.metrics.request(request.spec.name, received, size)
         return response, None
     except _CloseConnection:
         raise
@@ -335,18 +336,6 @@ def _with_piped(request: Request, piped: PipedBatch) -> Request:
     topic = body.topic_data[0]
     partition = topic.partition_data[0]._replace(records=piped)
     return request._replace(body=body._replace(topic_data=[topic._replace(partition_data=[partition])]))
-
-
-class _Sized:
-    """Stands for a received frame where only its size is used (the request metrics)."""
-
-    __slots__ = ("size",)
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-
-    def __len__(self) -> int:
-        return self.size
 
 
 async def _raw_token(broker: Broker, session, frame: bytes, peer: str) -> bytes:

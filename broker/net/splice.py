@@ -31,17 +31,16 @@ import termios
 import trio
 
 from broker.net.metrics import BrokerMetrics
+from broker.net.pipes import open_pipe
 from broker.net.receive_timer import ReceiveTimer
 from protocol.codec import locate_produce_records
 from protocol.produce_request import records_length_field
+from protocol.record_batch import HEADER_SIZE as HEAD_BYTES
 from store import PipedBatch
-from store.piped import HEAD_BYTES
 
 log = logging.getLogger("gregor.splice")
 PEEK_BYTES = 4096  # a Produce's start (header, ids, one topic's name) and its batch's header fit
 MAX_TRAILER = 64  # bytes after the records: tagged fields, none defined in a Produce
-PIPE_BYTES = 1 << 20  # Linux's default pipe-max-size; librdkafka's batch.size is 1,000,000
-AVAILABLE = hasattr(os, "splice")
 EOF_ = object()  # the peer closed its side at a frame boundary
 
 
@@ -72,16 +71,11 @@ class ProduceSplicer:
 
     def _open(self) -> None:
         try:
-            read_fd, write_fd = os.pipe()
+            read_fd, write_fd, capacity = open_pipe()
         except OSError as exc:  # out of descriptors: this connection keeps the buffered way
             log.info("no pipe for splicing produce batches: %s", exc)
             return
-        try:
-            try:
-                capacity = fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-            except OSError:  # above this user's pipe quota: the default size, larger batches buffered
-                capacity = fcntl.fcntl(write_fd, fcntl.F_GETPIPE_SZ)
-            # a second descriptor of the socket, for recv(MSG_PEEK), which os has no call for
+        try:  # a second descriptor of the socket, for recv(MSG_PEEK), which os has no call for
             self._peeker = socket.socket(fileno=os.dup(self.fd))
             self._peeker.setblocking(False)
         except OSError as exc:
@@ -127,7 +121,7 @@ class ProduceSplicer:
         start = os.read(self.fd, 4 + at)  # all peeked: the kernel hands it over whole
         if len(start) != 4 + at:
             raise trio.BrokenResourceError("the socket gave back less than it had shown")
-        head = bytes(peek[4 + at:4 + at + HEAD_BYTES])
+        head = peek[4 + at:4 + at + HEAD_BYTES]
         spilled = await self._records(n, timer, partial_s)
         end = await self._read_exactly(trailer, timer, partial_s)
         await trio.lowlevel.checkpoint()  # calls that did not wait: let the other connections in

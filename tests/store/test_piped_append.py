@@ -10,9 +10,9 @@ import os
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from protocol.record_batch import HEADER_SIZE as HEAD_BYTES
 from protocol.record_batch import parse_header
 from store import AppendResult, BatchCrcMismatch, PipedBatch, Store, records
-from store.piped import HEAD_BYTES
 from tests.store.conftest import append, build_batch, tiny_config
 
 
