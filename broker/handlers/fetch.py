@@ -106,16 +106,20 @@ async def handle_fetch(broker: Broker, request: Request):
             if part.topic is None:
                 part.topic = name_of(ref)
     erroneous, readable = _check(broker, partitions)
-    topics_now = broker.store.topics()
-    sources = {name: data_topic(topics_now, name) for name in {part.topic for _, part in readable}}
-    keys = [(sources[part.topic], key[1]) for key, part in readable]
-    deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
+    deadline = None
     while True:
         if version <= down_convert.LAST_VERSION:  # down-conversion is per-record work: off the event loop
             answers, size, has_error = await trio.to_thread.run_sync(_read_all, broker, body, version, readable)
         else:
             answers, size, has_error = _read_all(broker, body, version, readable)
-        if size >= body.min_bytes or has_error or not keys or trio.current_time() >= deadline:
+        if size >= body.min_bytes or has_error or not readable:
+            break
+        if deadline is None:  # the wait, counted from after the first read as Kafka's DelayedFetch counts it
+            deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
+            topics_now = broker.store.topics()
+            sources = {name: data_topic(topics_now, name) for name in {part.topic for _, part in readable}}
+            keys = [(sources[part.topic], key[1]) for key, part in readable]
+        if trio.current_time() >= deadline:
             break
         event = trio.Event()
         broker.appends.register(keys, event)
@@ -182,66 +186,68 @@ def _read_all(broker: Broker, body, version: int, partitions: list[tuple[Partiti
     has_error = False
     answers: list[Answer] = []
     topics: dict[str, tuple] = {}  # name -> (the topic whose data it reads, its view or None, its id)
-    # what most fetches are: a consumer of today's protocol, reading uncommitted at the master
+    # what most fetches are: a consumer of today's protocol, reading uncommitted at the master, of
+    # a topic that is no view; read in the loop below without the checks that cannot apply and
+    # without a call per step (this runs once per partition of every fetch)
     plain = version >= ZSTD_MIN_FETCH_VERSION and not committed and preferred < 0
-    replica_reads = version >= 11
+    store = broker.store
+    read, at_end, leads, leader_epoch = store.read, store.at_end, broker.topology.leads, store.leader_epoch
+    append = answers.append
     for key, part in partitions:
-        topic = topics.get(part.topic)
+        name = part.topic
+        topic = topics.get(name)
         if topic is None:
-            meta = broker.topic(part.topic)
+            meta = broker.topic(name)
             view = view_of(meta)
-            topic = topics[part.topic] = (meta if view is None else broker.topic(view.source), view,
-                                          None if meta is None else meta.topic_id)
-        if topic[2] is not None and isinstance(key[0], uuid.UUID) and key[0] != topic[2]:
+            topic = topics[name] = (meta if view is None else broker.topic(view.source), view,
+                                    None if meta is None else meta.topic_id)
+        meta, view, topic_id = topic
+        index = key[1]
+        if topic_id is not None and key[0].__class__ is uuid.UUID and key[0] != topic_id:
             # a session's topic, by id, deleted and made again under its name: Kafka's read refuses it
-            answers.append((key, part.topic, error_partition(key[1], ErrorCode.INCONSISTENT_TOPIC_ID)))
+            append((key, name, error_partition(index, ErrorCode.INCONSISTENT_TOPIC_ID)))
             has_error = True
             continue
-        if plain and topic[1] is None:
-            result, nbytes, matched = _read_plain(broker, part, key[1], topic[0], replica_reads, remaining, not size)
-        else:
-            result, nbytes, matched = _read_one(broker, version, part, key[1], topic, committed, preferred,
+        epoch = part.current_leader_epoch  # KIP-320: checked against this leader's (-1: not at all)
+        if not plain or view is not None or meta is None or not 0 <= index < meta.partitions \
+                or not leads(name, index) or (epoch >= 0 and epoch != leader_epoch(name, index)):
+            # the checks that answer an error, and every other kind of read
+            result, nbytes, matched = _read_one(broker, version, part, index, topic, committed, preferred,
                                                 remaining, first=not size)
-        if result.error_code or result.preferred_read_replica >= 0:
+            if result.error_code or result.preferred_read_replica >= 0:
+                has_error = True
+            size += matched
+            remaining -= nbytes
+            append((key, name, result))
+            continue
+        # a session's partition read up to the high watermark its client was last told is likely
+        # still there (most partitions of a wide incremental fetch): answered without the read's work
+        offset = part.fetch_offset
+        caught_up = at_end(name, index, offset) if offset == part.high_watermark else None
+        if caught_up is not None:
+            append((key, name, _new_tuple(PartitionResult, (index, 0, caught_up[0], caught_up[1], caught_up[2],
+                                                            None, -1, [], None))))
+            continue
+        limit = min(part.max_bytes, remaining)
+        try:
+            result = read(name, index, offset, limit if limit > 0 else 1)
+        except (UnknownTopic, UnknownPartition, OffsetOutOfRange, CorruptData) as exc:
+            append((key, name, _read_error(store, name, index, exc)))
             has_error = True
-        size += matched
-        remaining -= nbytes
-        answers.append((key, part.topic, result))
-    return answers, size, has_error
-
-
-def _read_plain(broker: Broker, part: FetchPartition, index: int, meta, replica_reads: bool, remaining: int,
-                first: bool) -> tuple[PartitionResult, int, int]:
-    """_read_one for a topic that is no view, read uncommitted at the master, by a client that
-    reads zstd and message format v2 (Fetch v10+): the checks that cannot apply left out."""
-    if meta is None or not 0 <= index < meta.partitions:  # deleted since the check
-        return error_partition(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, aborted=[]), 0, 0
-    fenced = epoch_error(broker, meta.name, index, part.current_leader_epoch, replica_reads)
-    if fenced:
-        return error_partition(index, fenced), 0, 0
-    store = broker.store
-    # a session's partition read up to the high watermark its client was last told is likely still
-    # there (most partitions of a wide incremental fetch): answered without the read's work
-    caught_up = store.at_end(meta.name, index, part.fetch_offset) if part.fetch_offset == part.high_watermark else None
-    if caught_up is not None:
-        return _new_tuple(PartitionResult, (index, 0, caught_up[0], caught_up[1], caught_up[2], None, -1, [],
-                                            None)), 0, 0
-    limit = min(part.max_bytes, remaining)
-    try:
-        result = store.read(meta.name, index, part.fetch_offset, limit if limit > 0 else 1)
-    except (UnknownTopic, UnknownPartition, OffsetOutOfRange, CorruptData) as exc:
-        return _read_error(store, meta.name, index, exc), 0, 0
-    batches = result[0]
-    if batches:
-        if not first and (limit <= 0 or len(batches[0]) > limit):
+            continue
+        batches = result[0]
+        if not batches:
+            nbytes = 0
+        elif size and (limit <= 0 or len(batches[0]) > limit):
             batches = []  # KIP-74 exempts only the response's first batch from the limits
             nbytes = 0
         else:
             nbytes = sum(map(len, batches))
-    else:
-        nbytes = 0
-    return _new_tuple(PartitionResult, (index, 0, result[1], result[3], result[2], None, -1, batches, None)), \
-        nbytes, nbytes
+            size += nbytes
+            remaining -= nbytes
+        append((key, name, _new_tuple(PartitionResult, (index, 0, result[1], result[3], result[2], None, -1, batches,
+                                                        None))))
+    return answers, size, has_error
 
 
 def _read_one(broker: Broker, version: int, part: FetchPartition, index: int, topic: tuple, committed: bool,
