@@ -1,6 +1,12 @@
-"""The one compiled extension, store/_keywalk.c (the key index's per-record walk); everything else
-is in pyproject.toml. Optional: where it cannot be built, Gregor runs the same walk in Python."""
+"""The compiled extensions, each the twin of Python code that is kept, used where it cannot be built,
+and tested against it on the same inputs: the key index's per-record walk (store/_keywalk.c) and the
+Fetch and Produce request decoders (protocol/_fetch_request.c, protocol/_produce_request.c).
+Everything else is in pyproject.toml. Optional: where a C compiler is missing, Gregor runs the Python twins."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("store._keywalk", ["store/_keywalk.c"], optional=True)])
+setup(ext_modules=[
+    Extension("store._keywalk", ["store/_keywalk.c"], optional=True),
+    Extension("protocol._fetch_request", ["protocol/_fetch_request.c"], optional=True),
+    Extension("protocol._produce_request", ["protocol/_produce_request.c"], optional=True),
+])

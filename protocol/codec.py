@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
-from protocol import produce_request
+from protocol import fetch_request, produce_request
 from protocol.api_versions import API_SPECS, API_VERSIONS_KEY, INTER_BROKER_SPECS, ApiSpec
 from protocol.errors import ErrorCode
 
@@ -21,6 +21,7 @@ _FIXED_HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _INT16 = struct.Struct(">h")
 _SIZE_AND_ID = struct.Struct(">ii")  # frame size, correlation_id
 PRODUCE_KEY = 0
+FETCH_KEY = 1
 _FLEXIBLE: dict[tuple[int, int], bool] = {}  # (api key, version): flexible (KIP-482)?
 _new = tuple.__new__
 
@@ -77,6 +78,8 @@ def decode_request(frame: bytes) -> Request | UnsupportedRequest:
     try:
         if api_key == PRODUCE_KEY and api_version >= produce_request.MIN_VERSION:
             body = produce_request.decode_produce_request(memoryview(frame)[pos:], api_version)
+        elif api_key == FETCH_KEY and api_version >= fetch_request.MIN_VERSION:
+            body = fetch_request.decode_fetch_request(memoryview(frame)[pos:], api_version)
         else:
             body = spec.request.decode(memoryview(frame)[pos:], version=api_version)
     except Exception as exc:  # kafka-python raises assorted errors on short or bad input
