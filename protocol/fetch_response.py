@@ -25,6 +25,11 @@ from typing import NamedTuple
 
 from protocol.produce_response import _count, _string, _uvarint
 
+try:
+    from protocol._answers import fetch_topics as _c_topics
+except ImportError:  # no C compiler at setup: the same loop in Python (_topics)
+    _c_topics = None
+
 FLEXIBLE_FROM = 12
 TOPIC_IDS_FROM = 13
 MIN_VERSION, MAX_VERSION = 0, 18
@@ -79,13 +84,24 @@ def encode_fetch_response(version: int, topics: list[tuple[str | uuid.UUID, list
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise ValueError(f"FetchResponse v{version} is not encoded here")
     flexible = version >= FLEXIBLE_FROM
+    if version >= 7:
+        head = _HEAD_V7.pack(throttle_time_ms, error_code, session_id)
+    else:
+        head = _I32.pack(throttle_time_ms) if version >= 1 else b""
+    trailer = _node_endpoints(node_endpoints) if version >= 16 and node_endpoints else b"\x00" if flexible else b""
+    return _encode_topics(version, head, topics, trailer)
+
+
+def _topics(version: int, head: bytes, topics: list[tuple[str | uuid.UUID, list[PartitionResult]]],
+            trailer: bytes) -> list[Buffer]:
+    """`head`, the topics array, `trailer`: the loop once per partition of every fetch. Its twin in
+    C, protocol/_answers.c, runs instead where the project's setup built it; both give the
+    same buffers for the same answers (tests/protocol/test_fetch_response.py)."""
+    flexible = version >= FLEXIBLE_FROM
     tags = b"\x00" if flexible else b""
     null = b"\x00" if flexible else b"\xff\xff\xff\xff"  # a null array or records field
     out: list[Buffer] = []
-    if version >= 7:
-        head = bytearray(_HEAD_V7.pack(throttle_time_ms, error_code, session_id))
-    else:
-        head = bytearray(_I32.pack(throttle_time_ms) if version >= 1 else b"")
+    head = bytearray(head)
     head += _count(len(topics), flexible)
     by_id = version >= TOPIC_IDS_FROM
     for topic, partitions in topics:
@@ -127,12 +143,12 @@ def encode_fetch_response(version: int, topics: list[tuple[str | uuid.UUID, list
             else:
                 head += tags  # the partition's tagged fields: none
         head += tags
-    if version >= 16 and node_endpoints:
-        head += _node_endpoints(node_endpoints)
-    else:
-        head += tags
+    head += trailer
     out.append(bytes(head))
     return out
+
+
+_encode_topics = _c_topics or _topics
 
 
 def _node_endpoints(nodes: Sequence[NodeEndpoint]) -> bytes:

@@ -1,5 +1,8 @@
-"""The hand-written FetchResponse encoder must produce kafka-python's bytes, version by version."""
+"""The hand-written FetchResponse encoder must produce kafka-python's bytes, version by version; its
+per-partition loop in C (protocol/_answers.c, built by the project's setup) and in Python
+(fetch_response._topics, its twin) the same buffers for the same answers."""
 
+import struct
 import uuid
 
 import pytest
@@ -7,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.consumer import FetchResponse
 
+from protocol import fetch_response
 from protocol.fetch_response import NodeEndpoint, PartitionResult, encode_fetch_response, error_partition
 
 i32 = st.integers(-1, 2**31 - 1)
@@ -62,12 +66,36 @@ def test_matches_kafka_python_encoder_for_every_version(version, topics, throttl
     nodes = nodes if version >= 16 else []
     got = encode_fetch_response(version, topics, throttle, error, session, nodes)
     assert b"".join(got) == reference(version, topics, throttle, error, session, nodes)
+    head, trailer = b"\x00\x01", b"\x02"
+    by_c = fetch_response._c_topics(version, head, topics, trailer)
+    by_python = fetch_response._topics(version, head, topics, trailer)
+    assert [bytes(b) for b in by_c] == [bytes(b) for b in by_python]  # the same buffers, not just the same bytes
 
 
-def test_record_batches_are_passed_through_not_copied():
+def test_the_setup_built_the_c_loop():
+    assert fetch_response._c_topics is not None, "protocol/_answers.c was not built: bash bin/setup builds it"
+    assert fetch_response._encode_topics is fetch_response._c_topics
+
+
+@pytest.mark.parametrize("loop", ["c", "python"])
+@pytest.mark.parametrize("bad", [
+    PartitionResult(2**31, 0, 0, 0, 0, None, -1, []),  # a partition index beyond int32
+    PartitionResult(0, 0, 0, 0, 0, None, -1, [1]),  # a batch that is no buffer
+    PartitionResult(0, 0, 0, 0, 0, [(1, 2, 3)], -1, []),  # an aborted transaction of three fields
+    ("too", "short"),
+])
+def test_a_malformed_answer_raises_and_never_crashes(loop, bad):
+    encode = fetch_response._c_topics if loop == "c" else fetch_response._topics
+    with pytest.raises((TypeError, ValueError, OverflowError, struct.error)):
+        encode(12, b"", [("t", [bad])], b"\x00")
+
+
+@pytest.mark.parametrize("loop", ["c", "python"])
+def test_record_batches_are_passed_through_not_copied(loop):
     store = bytearray(b"A" * 100 + b"B" * 50)
     batches = [memoryview(store)[:100], memoryview(store)[100:]]
-    out = encode_fetch_response(12, [("t", [PartitionResult(0, 0, 9, 9, 0, None, -1, batches)])])
+    encode = fetch_response._c_topics if loop == "c" else fetch_response._topics
+    out = encode(12, b"", [("t", [PartitionResult(0, 0, 9, 9, 0, None, -1, batches)])], b"\x00")
     assert out[1] is batches[0] and out[2] is batches[1]
 
 
