@@ -40,6 +40,7 @@ _pack_header = E.HEADER_AND_REWRITE.pack_into
 _pack_crc = struct.Struct(">I").pack_into  # the prefix's CRC field, at byte 4
 _HEADER_SIZE, _CRC_FROM, _MAGIC_DATA = E.HEADER_SIZE, E.CRC_FROM, E.MAGIC_DATA
 _crc = crc32c.crc32c
+_frame = E.frame  # store/_entry.c where built, else E.frame_into
 _bisect_right = bisect.bisect_right
 _unpack_header = _BATCH_HEADER.unpack_from
 _REWRITTEN = E.BATCH_REWRITE.size  # the batch's first bytes the entry header rewrites (16)
@@ -214,15 +215,9 @@ class CommitLog:
                     pending = 0
                 if length > len(buffer.view):
                     buffer = self._buffer = WriteBuffer(length)
-            mv = buffer.view
-            end = pending + length
-            mv[pending + _HEADER_SIZE:end - topic_length] = batch
-            mv[end - topic_length:end] = topic
-            # the header, then the batch's baseOffset, batchLength and partitionLeaderEpoch
-            _pack_header(mv, pending, length, 0, _MAGIC_DATA, flags, topic_length, topic_id, partition,
-                         base_offset, record_count, store_ts, max_ts, base_offset, n - 12, leader_epoch)
-            _pack_crc(mv, pending + 4, _crc(mv[pending + _CRC_FROM:end]))  # E.crc_of, inlined
-            self._pending = end
+            _frame(buffer.view, pending, batch, topic, topic_id, partition, base_offset, record_count, store_ts, max_ts,
+                   leader_epoch, flags)
+            self._pending = pending + length
             if not defer:
                 self.write_deferred()
         position = seg.start + local

@@ -74,6 +74,36 @@ def entry_length(batch_size: int, topic_length: int) -> int:
     return HEADER_SIZE + batch_size + topic_length
 
 
+_pack_header = HEADER_AND_REWRITE.pack_into
+_pack_crc = struct.Struct(">I").pack_into
+_crc = crc32c.crc32c
+
+
+def frame_into(buffer: memoryview, at: int, batch, topic: bytes, topic_id: bytes, partition: int, base_offset: int,
+               record_count: int, store_ts: int, max_ts: int, leader_epoch: int, flags: int) -> None:
+    """A data entry at `at` in `buffer`: the header, the batch with its baseOffset, batchLength and
+    partitionLeaderEpoch set as Kafka's leader sets them, the topic, then the CRC. Its twin in C,
+    store/_entry.c, runs instead where the project's setup built it (frame, below); both write the
+    same bytes (tests/store/test_entry_c.py)."""
+    n = len(batch)
+    topic_length = len(topic)
+    end = at + HEADER_SIZE + n + topic_length
+    buffer[at + HEADER_SIZE:end - topic_length] = batch
+    buffer[end - topic_length:end] = topic
+    _pack_header(buffer, at, end - at, 0, MAGIC_DATA, flags, topic_length, topic_id, partition, base_offset,
+                 record_count, store_ts, max_ts, base_offset, n - 12, leader_epoch)
+    _pack_crc(buffer, at + 4, _crc(buffer[at + CRC_FROM:end]))
+
+
+try:
+    from store import _entry
+except ImportError:  # no C compiler at setup: the entry is framed in Python (frame_into)
+    _entry = None
+if _entry is not None:
+    _entry.init(_crc)
+frame = frame_into if _entry is None else _entry.frame_into
+
+
 def write_blank(view: memoryview, local: int, remaining: int) -> None:
     """Mark the rest of a segment as unused so a scan skips to the next one."""
     if remaining >= PREFIX_SIZE:
