@@ -165,16 +165,15 @@ async def _stages(broker: Broker, frames: list[bytes], rounds: int) -> dict[str,
     accepted = check()
     items = [(a.topic, a.partition, a.batch, a.header) for a in accepted]
     appended = broker.store.append_many(items)
-    results = {(a.topic, a.partition): produce._appended(broker, a, r)
-               for a, r in zip(accepted, appended, strict=True)}
+    results = dict.fromkeys((a.topic, a.partition) for a in accepted)
+    produce._record_appends(broker, accepted, appended, results, [])
     answer = produce._response(request.header.api_version, results)
     out = {
         "framing": _timed(framing, rounds),
         "decode": _timed(lambda: decode_request(payload), rounds),
         "check": _timed(check, rounds),
         "append": _timed(lambda: broker.store.append_many(items), rounds),
-        "record": _timed(lambda: [produce._appended(broker, a, r) for a, r in zip(accepted, appended)],
-                         rounds),
+        "record": _timed(lambda: produce._record_appends(broker, accepted, appended, results, []), rounds),
         "answer body": _timed(lambda: produce._response(version, results), rounds),
         "answer frame": _timed(lambda: encode_response(request.header, answer), rounds),
         "metrics": _timed(lambda: broker.metrics.request("Produce", len(payload), 40), rounds),

@@ -100,13 +100,7 @@ async def handle_produce(broker: Broker, request: Request):
                 accepted.append(checked)
         if accepted:
             appended = broker.store.append_many([(a.topic, a.partition, a.batch, a.header) for a in accepted])
-            handle = None  # one flush handle covers every batch of the call (sync mode)
-            for a, result in zip(accepted, appended):
-                results[(a.topic, a.partition)] = _appended(broker, a, result)
-                if result.__class__ is AppendResult:
-                    handle = result.flush
-                    durable.append((a.topic, a.partition, result.log_start_offset))
-                    end_position = result.end_position
+            handle, end_position = _record_appends(broker, accepted, appended, results, durable)
             if handle is not None:
                 handles.append(handle)
             if durable:
@@ -278,12 +272,13 @@ def _after_header(broker: Broker, policy: _TopicPolicy, topic: str, partition: i
         error = broker.txn.state.verify(header.producer_id, header.producer_epoch, topic, partition)
         if error:
             return _error(error, _log_start(broker, topic, partition))
-    check = broker.producers.check(topic, partition, header)
-    if check.verdict is Verdict.REJECT:
-        return _error(check.error, _log_start(broker, topic, partition))
-    if check.verdict is Verdict.DUPLICATE:
-        dup = check.duplicate_of
-        return ErrorCode.NONE, dup.base_offset, dup.max_timestamp, _log_start(broker, topic, partition), None
+    if header.producer_id >= 0:  # an idempotent producer: its sequence (no check is made of the others')
+        check = broker.producers.check(topic, partition, header)
+        if check.verdict is Verdict.REJECT:
+            return _error(check.error, _log_start(broker, topic, partition))
+        if check.verdict is Verdict.DUPLICATE:
+            dup = check.duplicate_of
+            return ErrorCode.NONE, dup.base_offset, dup.max_timestamp, _log_start(broker, topic, partition), None
     append_time = -1
     batch = records
     if policy.log_append_time:
@@ -316,18 +311,36 @@ def _keyless(records: bytes) -> list[int]:
     return [i for i, record in enumerate(decode(records)) if record.key is None]
 
 
-def _appended(broker: Broker, a: _Accepted, result) -> tuple:
-    """The partition's answer from its store result (an AppendResult or a StoreError)."""
-    if result.__class__ is not AppendResult:
-        if isinstance(result, (UnknownTopic, UnknownPartition)):  # deleted by another client since the check
-            return _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if result.__class__ is BatchCrcMismatch:  # a piped batch, checked from the page cache
-            log.info("refused batch for %s-%d: %s", a.topic, a.partition, result)
-            return _error(ErrorCode.CORRUPT_MESSAGE)
-        return _error(ErrorCode.KAFKA_STORAGE_ERROR, broker.store.log_start_offset(a.topic, a.partition),
-                      str(result))  # StorageFull included
-    broker.producers.record(a.topic, a.partition, a.header, result.base_offset)
-    return ErrorCode.NONE, result.base_offset, a.append_time, result.log_start_offset, None
+def _record_appends(broker: Broker, accepted: list[_Accepted], appended: list, results: dict, durable: list):
+    """Each partition's answer from its store result, into `results`; the appended ones, also into
+    `durable` (topic, partition, log start). Returns (the flush handle of the appends or None, the
+    commitlog end of the last)."""
+    handle = end_position = None  # one flush handle covers every batch of the call (sync mode)
+    record = broker.producers.record
+    for a, result in zip(accepted, appended):
+        topic, partition, _, header, append_time = a
+        if result.__class__ is not AppendResult:
+            results[(topic, partition)] = _not_appended(broker, a, result)
+            continue
+        if header.producer_id >= 0:  # an idempotent producer's batch: its sequence is remembered
+            record(topic, partition, header, result.base_offset)
+        log_start = result.log_start_offset
+        results[(topic, partition)] = (ErrorCode.NONE, result.base_offset, append_time, log_start, None)
+        handle = result.flush
+        durable.append((topic, partition, log_start))
+        end_position = result.end_position
+    return handle, end_position
+
+
+def _not_appended(broker: Broker, a: _Accepted, result: Exception) -> tuple:
+    """The answer of a partition the store refused (its StoreError)."""
+    if isinstance(result, (UnknownTopic, UnknownPartition)):  # deleted by another client since the check
+        return _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if result.__class__ is BatchCrcMismatch:  # a piped batch, checked from the page cache
+        log.info("refused batch for %s-%d: %s", a.topic, a.partition, result)
+        return _error(ErrorCode.CORRUPT_MESSAGE)
+    return _error(ErrorCode.KAFKA_STORAGE_ERROR, broker.store.log_start_offset(a.topic, a.partition),
+                  str(result))  # StorageFull included
 
 
 async def wait_durable(handle, metrics: BrokerMetrics | None = None) -> None:
@@ -346,8 +359,12 @@ async def wait_durable(handle, metrics: BrokerMetrics | None = None) -> None:
 def _response(version: int, results: dict[tuple[str, int], tuple]) -> bytes:
     """The encoded body (protocol.produce_response: the hot path skips kafka-python's object tree)."""
     by_topic: dict[str, list] = {}
+    last = parts = None
     for (topic, partition), (error, base_offset, append_time, log_start, message) in results.items():
-        by_topic.setdefault(topic, []).append((partition, error, base_offset, append_time, log_start, message))
+        if topic != last:  # a request's partitions come topic by topic
+            parts = by_topic.setdefault(topic, [])
+            last = topic
+        parts.append((partition, error, base_offset, append_time, log_start, message))
     return encode_produce_response(version, list(by_topic.items()))
 
 
