@@ -11,7 +11,9 @@ setup(ext_modules=[
     Extension("store._keywalk", ["store/_keywalk.c"], optional=True),
     Extension("store._entry", ["store/_entry.c"], optional=True),
     Extension("protocol._record_batch", ["protocol/_record_batch.c"], optional=True),
-    Extension("protocol._fetch_request", ["protocol/_fetch_request.c"], optional=True),
-    Extension("protocol._produce_request", ["protocol/_produce_request.c"], optional=True),
+    Extension("protocol._fetch_request", ["protocol/_fetch_request.c"], depends=["protocol/_named_tuple.h"],
+              optional=True),
+    Extension("protocol._produce_request", ["protocol/_produce_request.c"], depends=["protocol/_named_tuple.h"],
+              optional=True),
     Extension("protocol._answers", ["protocol/_answers.c"], optional=True),
 ])

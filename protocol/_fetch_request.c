@@ -16,6 +16,8 @@
 #include <Python.h>
 #include <stdint.h>
 
+#include "_named_tuple.h"
+
 /* Set once by set_classes: the named tuples to build. */
 static PyTypeObject *body_cls, *topic_cls, *partition_cls, *forgotten_cls, *replica_cls;
 /* uuid.UUID, uuid.SafeUUID.unknown, "int", "is_safe", "" */
@@ -151,42 +153,6 @@ static int rd_uuid(Reader *r, PyObject **out)
     Py_DECREF(i);
     *out = u;
     return 0;
-}
-
-/* An instance of the named tuple `cls` holding items[0..n), whose references it takes (also on failure;
- * a NULL item means its making failed, and the error is set). */
-static PyObject *record(PyTypeObject *cls, PyObject **items, Py_ssize_t n)
-{
-    PyObject *t = NULL;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (items[i] == NULL)
-            goto fail;
-#if PY_VERSION_HEX < 0x030E0000
-    /* What tuple.__new__(cls, items) does (tuple_subtype_new), without the intermediate tuple. */
-    t = cls->tp_alloc(cls, n);
-    if (t == NULL)
-        goto fail;
-    for (Py_ssize_t i = 0; i < n; i++)
-        PyTuple_SET_ITEM(t, i, items[i]);
-    return t;
-#else /* 3.14 tuples cache their hash: let tuple.__new__ set them up */
-    t = PyTuple_New(n);
-    if (t == NULL)
-        goto fail;
-    for (Py_ssize_t i = 0; i < n; i++)
-        PyTuple_SET_ITEM(t, i, items[i]);
-    PyObject *args = PyTuple_Pack(1, t);
-    Py_DECREF(t);
-    if (args == NULL)
-        return NULL;
-    PyObject *out = PyTuple_Type.tp_new(cls, args, NULL);
-    Py_DECREF(args);
-    return out;
-#endif
-fail:
-    for (Py_ssize_t i = 0; i < n; i++)
-        Py_XDECREF(items[i]);
-    return NULL;
 }
 
 /* A tagged field section (v12+). With `cluster_id` and `replica_state` (the body's), tag 0 is ClusterId

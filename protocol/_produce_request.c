@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_named_tuple.h"
+
 /* Set once by set_classes: protocol.produce_request's DecodeError and the named tuples to build. */
 static PyObject *decode_error;
 static PyTypeObject *body_cls, *topic_cls, *partition_cls;
@@ -201,42 +203,6 @@ static PyObject *records(Reader *r, Py_ssize_t n)
     }
     r->pos += n;
     return out;
-}
-
-/* An instance of the named tuple `cls` of items[0..n), whose references it takes (also on failure; a NULL
- * item means its making failed, the error set). */
-static PyObject *record(PyTypeObject *cls, PyObject **items, Py_ssize_t n)
-{
-    PyObject *t = NULL;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (items[i] == NULL)
-            goto fail;
-#if PY_VERSION_HEX < 0x030E0000
-    /* What tuple.__new__(cls, items) does (tuple_subtype_new), without the intermediate tuple. */
-    t = cls->tp_alloc(cls, n);
-    if (t == NULL)
-        goto fail;
-    for (Py_ssize_t i = 0; i < n; i++)
-        PyTuple_SET_ITEM(t, i, items[i]);
-    return t;
-#else /* 3.14 tuples cache their hash: let tuple.__new__ set them up */
-    t = PyTuple_New(n);
-    if (t == NULL)
-        goto fail;
-    for (Py_ssize_t i = 0; i < n; i++)
-        PyTuple_SET_ITEM(t, i, items[i]);
-    PyObject *args = PyTuple_Pack(1, t);
-    Py_DECREF(t);
-    if (args == NULL)
-        return NULL;
-    PyObject *out = PyTuple_Type.tp_new(cls, args, NULL);
-    Py_DECREF(args);
-    return out;
-#endif
-fail:
-    for (Py_ssize_t i = 0; i < n; i++)
-        Py_XDECREF(items[i]);
-    return NULL;
 }
 
 static PyObject *pair(PyTypeObject *cls, PyObject *a, PyObject *b)
