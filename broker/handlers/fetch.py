@@ -28,6 +28,7 @@ from broker.views.fetch import read_view
 from protocol import down_convert
 from protocol.codec import Request
 from protocol.errors import ErrorCode
+from protocol.fetch_request import FetchTopic
 from protocol.fetch_response import NodeEndpoint, PartitionResult, encode_fetch_response, error_partition
 from protocol.record_batch import ATTRIBUTES_OFFSET, CODEC_MASK, CODEC_ZSTD
 from store import CorruptData, OffsetOutOfRange, UnknownPartition, UnknownTopic
@@ -73,6 +74,10 @@ def fetch_data(body, version: int, name_of: Callable[[uuid.UUID], str | None]) -
     for t in body.topics:
         ref = (t.topic_id or ZERO_ID) if by_id else t.topic
         name = name_of(ref) if by_id else ref
+        if t.__class__ is FetchTopic:  # the C decoder's tuples, with the defaults of a version's absent fields
+            for partition, leader_epoch, offset, last_epoch, log_start, max_bytes in t.partitions:
+                data[(ref, partition)] = FetchPartition(name, offset, max_bytes, leader_epoch, log_start, last_epoch)
+            continue
         for p in t.partitions:
             data[(ref, p.partition)] = FetchPartition(
                 name, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch if epochs else -1,
@@ -332,16 +337,18 @@ def _encode(broker: Broker, version: int, answers: list[Answer], error: int, ses
     whenever the topic changes); from v16 the leader of each partition that has moved."""
     topics: list[tuple[str | uuid.UUID, list[PartitionResult]]] = []
     leaders: set[int] = set()
-    last = None
+    names_leaders = version >= LEADER_IN_ANSWER_FROM
+    last = parts = None
     for key, name, result in answers:
-        if version >= LEADER_IN_ANSWER_FROM and result.error_code in _LEADER_ERRORS and name is not None:
+        if names_leaders and result[1] in _LEADER_ERRORS and name is not None:  # [1]: its error code
             leader, leader_epoch = broker.topology.partition_view(name, key[1])[:2]
             result = result._replace(current_leader=(leader, leader_epoch))
             leaders.add(leader)
-        if key[0] != last or not topics:
-            topics.append((key[0], []))
+        if parts is None or key[0] != last:
+            parts = []
+            topics.append((key[0], parts))
             last = key[0]
-        topics[-1][1].append(result)
+        parts.append(result)
     nodes = [NodeEndpoint(node, host, port, rack) for node, host, port, rack in live_nodes(broker)
              if node in leaders and host is not None] if leaders else []
     return encode_fetch_response(version, topics, error_code=error, session_id=session_id, node_endpoints=nodes)
