@@ -262,32 +262,9 @@ static int rd_topic_key(Reader *r, int v, PyObject **name, PyObject **id)
     return rd_string(r, v >= 12, name);
 }
 
-static PyObject *rd_topics(Reader *r, int v)
+static PyObject *rd_int32s(Reader *r, int v)
 {
     int flexible = v >= 12;
-    Py_ssize_t n;
-    if (rd_count(r, flexible, flexible ? 3 : 6, &n) < 0)
-        return NULL;
-    PyObject *list = PyList_New(n);
-    if (list == NULL)
-        return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *items[3] = {NULL, NULL, NULL};
-        if (rd_topic_key(r, v, &items[0], &items[1]) == 0 && (items[2] = rd_partitions(r, v)) != NULL
-            && flexible && rd_tags(r, v, NULL, NULL) < 0)
-            Py_CLEAR(items[2]);
-        PyObject *item = record(topic_cls, items, 3);
-        if (item == NULL) {
-            Py_DECREF(list);
-            return NULL;
-        }
-        PyList_SET_ITEM(list, i, item);
-    }
-    return list;
-}
-
-static PyObject *rd_int32s(Reader *r, int flexible)
-{
     Py_ssize_t n;
     if (rd_count(r, flexible, 4, &n) < 0)
         return NULL;
@@ -306,7 +283,10 @@ static PyObject *rd_int32s(Reader *r, int flexible)
     return list;
 }
 
-static PyObject *rd_forgotten(Reader *r, int v)
+/* An array of topics, each its name or id, then its partitions as `partitions` reads them, as `cls`:
+ * the request's topics (FetchTopic, each partition's fields) and its forgotten topics
+ * (ForgottenTopic, partition indexes). */
+static PyObject *rd_topic_list(Reader *r, int v, PyTypeObject *cls, PyObject *(*partitions)(Reader *, int))
 {
     int flexible = v >= 12;
     Py_ssize_t n;
@@ -317,10 +297,10 @@ static PyObject *rd_forgotten(Reader *r, int v)
         return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *items[3] = {NULL, NULL, NULL};
-        if (rd_topic_key(r, v, &items[0], &items[1]) == 0 && (items[2] = rd_int32s(r, flexible)) != NULL
+        if (rd_topic_key(r, v, &items[0], &items[1]) == 0 && (items[2] = partitions(r, v)) != NULL
             && flexible && rd_tags(r, v, NULL, NULL) < 0)
             Py_CLEAR(items[2]);
-        PyObject *item = record(forgotten_cls, items, 3);
+        PyObject *item = record(cls, items, 3);
         if (item == NULL) {
             Py_DECREF(list);
             return NULL;
@@ -346,9 +326,9 @@ static PyObject *rd_body(Reader *r, int v)
     int8_t isolation_level = (int8_t)r->b[r->pos++];
     if (v >= 7 && (rd_i32(r, &session_id) < 0 || rd_i32(r, &session_epoch) < 0))
         goto fail;
-    if ((topics = rd_topics(r, v)) == NULL)
+    if ((topics = rd_topic_list(r, v, topic_cls, rd_partitions)) == NULL)
         goto fail;
-    if ((forgotten = v >= 7 ? rd_forgotten(r, v) : PyList_New(0)) == NULL)
+    if ((forgotten = v >= 7 ? rd_topic_list(r, v, forgotten_cls, rd_int32s) : PyList_New(0)) == NULL)
         goto fail;
     if (v >= 11 ? rd_string(r, flexible, &rack_id) < 0 : (rack_id = Py_NewRef(empty_str)) == NULL)
         goto fail;

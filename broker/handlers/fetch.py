@@ -241,12 +241,9 @@ def _read_all(broker: Broker, body, version: int, partitions: list[tuple[Partiti
             has_error = True
             continue
         batches = result[0]
-        if not batches:
-            nbytes = 0
-        elif size and (limit <= 0 or len(batches[0]) > limit):
+        if batches and size and (limit <= 0 or len(batches[0]) > limit):
             batches = []  # KIP-74 exempts only the response's first batch from the limits
-            nbytes = 0
-        else:
+        elif batches:
             nbytes = sum(map(len, batches))
             size += nbytes
             remaining -= nbytes
