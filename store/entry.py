@@ -74,8 +74,11 @@ def entry_length(batch_size: int, topic_length: int) -> int:
     return HEADER_SIZE + batch_size + topic_length
 
 
-_pack_header = HEADER_AND_REWRITE.pack_into
-_pack_crc = struct.Struct(">I").pack_into
+# The append path's writers, bound once (store/commitlog.py uses them too): (buffer, at, length, crc,
+# magic, flags, topic_length, topic_id, partition, base_offset, record_count, store_ts, max_ts, then the
+# batch's baseOffset, batchLength and partitionLeaderEpoch); an entry's CRC field, at byte 4
+pack_header_and_rewrite = HEADER_AND_REWRITE.pack_into
+pack_crc = struct.Struct(">I").pack_into
 _crc = crc32c.crc32c
 
 
@@ -90,9 +93,9 @@ def frame_into(buffer: memoryview, at: int, batch, topic: bytes, topic_id: bytes
     end = at + HEADER_SIZE + n + topic_length
     buffer[at + HEADER_SIZE:end - topic_length] = batch
     buffer[end - topic_length:end] = topic
-    _pack_header(buffer, at, end - at, 0, MAGIC_DATA, flags, topic_length, topic_id, partition, base_offset,
-                 record_count, store_ts, max_ts, base_offset, n - 12, leader_epoch)
-    _pack_crc(buffer, at + 4, _crc(buffer[at + CRC_FROM:end]))
+    pack_header_and_rewrite(buffer, at, end - at, 0, MAGIC_DATA, flags, topic_length, topic_id, partition,
+                            base_offset, record_count, store_ts, max_ts, base_offset, n - 12, leader_epoch)
+    pack_crc(buffer, at + 4, _crc(buffer[at + CRC_FROM:end]))
 
 
 try:
