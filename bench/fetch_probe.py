@@ -28,7 +28,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from fetch_loopback import fetch_request
-from produce_probe import build_batch, frame
+from produce_probe import _timed, build_batch, frame
 
 from broker.broker import Broker
 from broker.config import BrokerConfig
@@ -40,14 +40,6 @@ from store import Store
 
 CASES = {"one-1k-x16": (1, 16), "wide-100p-1k-x1": (100, 1)}  # name: (partitions, records per batch)
 VERSION = 12
-
-
-def _timed(step, rounds: int) -> float:
-    """Thread CPU microseconds per call of `step()`."""
-    cpu0 = time.thread_time()
-    for _ in range(rounds):
-        step()
-    return (time.thread_time() - cpu0) / rounds * 1e6
 
 
 async def _stages(tmp: Path, partitions: int, records: int, rounds: int) -> dict[str, float]:

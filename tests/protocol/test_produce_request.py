@@ -7,25 +7,12 @@ from kafka.protocol.producer import ProduceRequest
 
 from protocol.codec import decode_request, locate_produce_records
 from protocol.produce_request import DecodeError, decode_produce_request, records_length_field
+from tests.protocol.produce_requests import encode, plain
 
 records = st.one_of(st.none(), st.binary(max_size=200))
 topics = st.lists(st.tuples(st.text(min_size=1, max_size=40),
                             st.lists(st.tuples(st.integers(-2**31, 2**31 - 1), records), max_size=4)),
                   max_size=4)
-
-
-def encode(version, txn, acks, timeout, topics):
-    T = ProduceRequest.TopicProduceData
-    P = T.PartitionProduceData
-    req = ProduceRequest[version](transactional_id=txn, acks=acks, timeout_ms=timeout, topic_data=[
-        T(name=name, partition_data=[P(index=i, records=r) for i, r in parts]) for name, parts in topics])
-    return bytes(req.encode())
-
-
-def plain(body):
-    return (body.transactional_id, body.acks, body.timeout_ms,
-            [(t.name, [(p.index, None if p.records is None else bytes(p.records)) for p in t.partition_data])
-             for t in body.topic_data])
 
 
 @pytest.mark.parametrize("version", range(3, 12))

@@ -11,7 +11,6 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kafka.protocol.producer import ProduceRequest
 
 from protocol import produce_request
 from protocol.produce_request import (
@@ -22,6 +21,7 @@ from protocol.produce_request import (
     ProduceRequestBody,
     TopicData,
 )
+from tests.protocol.produce_requests import encode, plain
 
 VERSIONS = range(MIN_VERSION, MAX_VERSION + 1)
 c_decode = produce_request._c_decode
@@ -38,14 +38,6 @@ def topics(records_size=3000, most_topics=5, most_partitions=20):
     records = st.one_of(st.none(), st.binary(max_size=records_size), sized)  # binary's are mostly short
     return st.lists(st.tuples(names, st.lists(st.tuples(int32, records), max_size=most_partitions)),
                     max_size=most_topics)
-
-
-def encode(version, txn, acks, timeout, topics):
-    T = ProduceRequest.TopicProduceData
-    P = T.PartitionProduceData
-    req = ProduceRequest[version](transactional_id=txn, acks=acks, timeout_ms=timeout, topic_data=[
-        T(name=name, partition_data=[P(index=i, records=r) for i, r in parts]) for name, parts in topics])
-    return bytes(req.encode())
 
 
 def uvarint(n):
@@ -74,12 +66,6 @@ def flexible_with_tags(txn, acks, timeout, topics, tags):
             out += index.to_bytes(4, "big", signed=True) + compact(records) + tagged(next(tags))
         out += tagged(next(tags))
     return out + tagged(next(tags))
-
-
-def plain(body):
-    return (body.transactional_id, body.acks, body.timeout_ms,
-            [(t.name, [(p.index, None if p.records is None else bytes(p.records)) for p in t.partition_data])
-             for t in body.topic_data])
 
 
 def assert_same(c, py):
